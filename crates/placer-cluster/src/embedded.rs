@@ -1,0 +1,1 @@
+//! The embedded, in-memory cluster (to be written).

@@ -1,0 +1,104 @@
+//! The cluster-store trait and its embedded backend.
+//!
+//! Controllers (the scheduler driver, the Job controller) see the cluster only through
+//! [`ClusterStore`]: typed objects ([`Object`]), list + ordered watch events with
+//! `resourceVersion`, status updates, the pod binding subresource, merge patches,
+//! deletion with owner-reference garbage collection, events, and a clock. The embedded
+//! backend ([`embedded::EmbeddedCluster`]) implements it in memory with a virtual clock;
+//! the real-cluster backend implements it over the Kubernetes API.
+
+pub mod embedded;
+pub mod object;
+
+pub use object::{Kind, Object, ObjectRef};
+
+use placer_api::k8s::apimachinery::pkg::apis::meta::v1::Time;
+
+/// Errors a store write can return (the embedded store's messages follow the API server's).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0} not found")]
+    NotFound(ObjectRef),
+    #[error("{0} already exists")]
+    AlreadyExists(ObjectRef),
+    #[error("operation cannot be fulfilled on {0}: the object has been modified; please apply your changes to the latest version and try again")]
+    Conflict(ObjectRef),
+    #[error("{what} is invalid: {message}")]
+    Invalid { what: ObjectRef, message: String },
+    /// Rejected by an admission check (e.g. Job parallelism change for a gang Job).
+    #[error("{what} is forbidden: {message}")]
+    Forbidden { what: ObjectRef, message: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// One entry of the watch stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchEvent {
+    pub resource_version: u64,
+    pub kind: WatchEventKind,
+    pub object: Object,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchEventKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// A recorded event (events.k8s.io/v1 style): regarding, type, reason, note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventRecord {
+    pub regarding: ObjectRef,
+    /// `Normal` or `Warning`.
+    pub type_: String,
+    pub reason: String,
+    pub note: String,
+    /// Who reports it (e.g. `placer-scheduler`, `job-controller`).
+    pub reporter: String,
+    pub time_ms: u64,
+}
+
+/// Checks a write before it is stored (admission). Returns a message to reject it.
+pub trait Admission {
+    /// `old` is `None` on create. Only spec/metadata writes are checked, not status or
+    /// bindings.
+    fn admit(&self, store: &dyn ClusterStore, old: Option<&Object>, new: &Object) -> Result<(), String>;
+}
+
+/// The cluster as controllers see it.
+pub trait ClusterStore {
+    /// Current (virtual or real) time in milliseconds since the store's epoch.
+    fn now_ms(&self) -> u64;
+    /// `now_ms` as a Kubernetes timestamp.
+    fn now(&self) -> Time;
+    /// The latest resourceVersion handed out.
+    fn resource_version(&self) -> u64;
+
+    fn get(&self, r: &ObjectRef) -> Option<Object>;
+    /// All objects of a kind, sorted by namespace and name.
+    fn list(&self, kind: Kind) -> Vec<Object>;
+
+    /// Creates an object: fills uid, resourceVersion, creationTimestamp, generation and
+    /// (when `metadata.generateName` is set and the name is empty) a generated name.
+    fn create(&mut self, obj: Object) -> Result<Object, StoreError>;
+    /// Replaces spec and metadata (status is kept). A non-empty resourceVersion must match.
+    fn update(&mut self, obj: Object) -> Result<Object, StoreError>;
+    /// Replaces status only (the status subresource). A non-empty resourceVersion must match.
+    fn update_status(&mut self, obj: Object) -> Result<Object, StoreError>;
+    /// JSON merge patch (RFC 7386) of spec/metadata.
+    fn merge_patch(&mut self, r: &ObjectRef, patch: &serde_json::Value) -> Result<Object, StoreError>;
+    /// Deletes an object; objects whose owner references all point at deleted owners are
+    /// garbage-collected (cascading).
+    fn delete(&mut self, r: &ObjectRef) -> Result<(), StoreError>;
+    /// The pod binding subresource: sets `spec.nodeName` once. `uid`, when non-empty, must
+    /// match the pod's uid (a recreated pod of the same name is never bound by mistake).
+    fn bind(&mut self, namespace: &str, name: &str, uid: &str, node: &str) -> Result<(), StoreError>;
+
+    fn record_event(&mut self, event: EventRecord);
+    fn events(&self) -> Vec<EventRecord>;
+
+    /// Watch: every change with a resourceVersion greater than `after`, in order.
+    fn watch_since(&self, after: u64) -> Vec<WatchEvent>;
+}

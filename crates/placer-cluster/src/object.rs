@@ -1,0 +1,186 @@
+//! Typed objects the store holds.
+
+use std::fmt;
+
+use placer_api::k8s::api::batch::v1::{CronJob, Job};
+use placer_api::k8s::api::core::v1::{Node, Pod};
+use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
+use placer_api::k8s::api::scheduling::v1::PriorityClass;
+use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
+use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// The kinds Placer reads and writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Node,
+    Pod,
+    PodGroup,
+    Workload,
+    Job,
+    CronJob,
+    PriorityClass,
+    PodDisruptionBudget,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 8] = [
+        Kind::Node,
+        Kind::Pod,
+        Kind::PodGroup,
+        Kind::Workload,
+        Kind::Job,
+        Kind::CronJob,
+        Kind::PriorityClass,
+        Kind::PodDisruptionBudget,
+    ];
+
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Kind::Node | Kind::Pod => "v1",
+            Kind::PodGroup | Kind::Workload => "scheduling.k8s.io/v1alpha2",
+            Kind::Job | Kind::CronJob => "batch/v1",
+            Kind::PriorityClass => "scheduling.k8s.io/v1",
+            Kind::PodDisruptionBudget => "policy/v1",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Node => "Node",
+            Kind::Pod => "Pod",
+            Kind::PodGroup => "PodGroup",
+            Kind::Workload => "Workload",
+            Kind::Job => "Job",
+            Kind::CronJob => "CronJob",
+            Kind::PriorityClass => "PriorityClass",
+            Kind::PodDisruptionBudget => "PodDisruptionBudget",
+        }
+    }
+
+    pub fn namespaced(self) -> bool {
+        !matches!(self, Kind::Node | Kind::PriorityClass)
+    }
+
+    /// The kind for an `apiVersion` / `kind` pair, if Placer knows it.
+    pub fn from_type(api_version: &str, kind: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.api_version() == api_version && k.name() == kind)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Kind, namespace (empty for cluster-scoped kinds) and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectRef {
+    pub kind: Kind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectRef {
+    pub fn new(kind: Kind, namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        ObjectRef { kind, namespace: namespace.into(), name: name.into() }
+    }
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.kind, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// A typed object of one of the [`Kind`]s.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Object {
+    Node(Node),
+    Pod(Pod),
+    PodGroup(PodGroup),
+    Workload(Workload),
+    Job(Job),
+    CronJob(CronJob),
+    PriorityClass(PriorityClass),
+    PodDisruptionBudget(PodDisruptionBudget),
+}
+
+macro_rules! each {
+    ($self:expr, $o:ident => $e:expr) => {
+        match $self {
+            Object::Node($o) => $e,
+            Object::Pod($o) => $e,
+            Object::PodGroup($o) => $e,
+            Object::Workload($o) => $e,
+            Object::Job($o) => $e,
+            Object::CronJob($o) => $e,
+            Object::PriorityClass($o) => $e,
+            Object::PodDisruptionBudget($o) => $e,
+        }
+    };
+}
+
+impl Object {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Object::Node(_) => Kind::Node,
+            Object::Pod(_) => Kind::Pod,
+            Object::PodGroup(_) => Kind::PodGroup,
+            Object::Workload(_) => Kind::Workload,
+            Object::Job(_) => Kind::Job,
+            Object::CronJob(_) => Kind::CronJob,
+            Object::PriorityClass(_) => Kind::PriorityClass,
+            Object::PodDisruptionBudget(_) => Kind::PodDisruptionBudget,
+        }
+    }
+
+    pub fn metadata(&self) -> &ObjectMeta {
+        each!(self, o => &o.metadata)
+    }
+
+    pub fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        each!(self, o => &mut o.metadata)
+    }
+
+    pub fn object_ref(&self) -> ObjectRef {
+        let m = self.metadata();
+        let namespace = if self.kind().namespaced() {
+            m.namespace.clone().unwrap_or_else(|| "default".to_string())
+        } else {
+            String::new()
+        };
+        ObjectRef::new(self.kind(), namespace, m.name.clone().unwrap_or_default())
+    }
+
+    /// The object as JSON, with `apiVersion` and `kind`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let v = each!(self, o => serde_json::to_value(o));
+        v.unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Reads an object of `kind` from JSON (apiVersion/kind are checked by k8s-openapi).
+    pub fn from_json(kind: Kind, value: serde_json::Value) -> Result<Object, serde_json::Error> {
+        Ok(match kind {
+            Kind::Node => Object::Node(serde_json::from_value(value)?),
+            Kind::Pod => Object::Pod(serde_json::from_value(value)?),
+            Kind::PodGroup => Object::PodGroup(serde_json::from_value(value)?),
+            Kind::Workload => Object::Workload(serde_json::from_value(value)?),
+            Kind::Job => Object::Job(serde_json::from_value(value)?),
+            Kind::CronJob => Object::CronJob(serde_json::from_value(value)?),
+            Kind::PriorityClass => Object::PriorityClass(serde_json::from_value(value)?),
+            Kind::PodDisruptionBudget => Object::PodDisruptionBudget(serde_json::from_value(value)?),
+        })
+    }
+
+    pub fn as_pod(&self) -> Option<&Pod> {
+        match self {
+            Object::Pod(p) => Some(p),
+            _ => None,
+        }
+    }
+}

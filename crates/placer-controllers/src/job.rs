@@ -1,0 +1,1 @@
+//! The Job controller (to be written).

@@ -1,0 +1,1 @@
+//! Pod-level and placement-level plugins.

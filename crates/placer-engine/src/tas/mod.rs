@@ -1,0 +1,1 @@
+//! Hierarchical topology-aware scheduling (seed 002).

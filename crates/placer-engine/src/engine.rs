@@ -1,15 +1,54 @@
 //! The engine facade: cluster events in, decisions out.
+//!
+//! [`Engine::apply`] keeps the snapshot (nodes and the pods holding capacity), the PodGroup
+//! index, PriorityClasses and the scheduling queue up to date, incrementally.
+//! [`Engine::schedule`] pops pods until none is ready and runs, for each, either the
+//! single-pod cycle or the PodGroup cycle ([`crate::placement::schedule_pod_group`]),
+//! returning the [`Decision`]s the caller must carry out in order.
+//!
+//! A pod the engine decides to bind is *assumed*: it holds capacity in the snapshot from the
+//! moment the [`Decision::Bind`] is returned until the store confirms the binding (a
+//! [`ClusterEvent::PodUpserted`] with `spec.nodeName`), or the caller reports
+//! [`Engine::binding_failed`].
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use placer_api::k8s::api::core::v1::{Node, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::PodGroup;
+use rustc_hash::FxHashMap;
 
 use crate::config::SchedulerConfig;
-use crate::model::{GroupKey, PodKey};
+use crate::framework::Framework;
+use crate::model::{GroupKey, GroupPolicy, NodeId, NodeStatic, PodGroupInfo, PodInfo, PodKey};
 use crate::observer::Observer;
+use crate::placement::{
+    schedule_pod_group, GroupContext, GroupHooks, GroupOutcome, PlacementFramework, GATE_GANG,
+};
+use crate::podgroup::{
+    waiting_for_group_message, GroupCondition, GroupCycle, GroupIndex, MSG_WAITING_FOR_QUORUM,
+    MSG_WAITING_ON_PREEMPTION,
+};
+use crate::queue::{Admission, QueuedPod, SchedulingQueue};
+use crate::snapshot::Snapshot;
+
+/// Feature gate of the Workload / PodGroup API and the PodGroup cycle.
+pub const GATE_GENERIC_WORKLOAD: &str = "GenericWorkload";
+/// The PodGroup condition type (v1.36).
+pub const CONDITION_POD_GROUP_SCHEDULED: &str = "PodGroupScheduled";
+/// Condition / pod reasons.
+pub const REASON_SCHEDULED: &str = "Scheduled";
+pub const REASON_UNSCHEDULABLE: &str = "Unschedulable";
+pub const REASON_SCHEDULER_ERROR: &str = "SchedulerError";
+
+/// Counter `{result=scheduled|unschedulable|error}`: single-pod scheduling attempts.
+pub const METRIC_SCHEDULE_ATTEMPTS: &str = "scheduler_schedule_attempts_total";
+/// Counter `{result=scheduled|unschedulable|error}`: PodGroup cycles.
+pub const METRIC_PODGROUP_ATTEMPTS: &str = "scheduler_podgroup_schedule_attempts_total";
+/// Histogram: seconds per PodGroup cycle.
+pub const METRIC_PODGROUP_DURATION: &str = "scheduler_podgroup_scheduling_duration_seconds";
 
 /// A change in the cluster, fed to [`Engine::apply`] in the order it happened.
 #[derive(Debug, Clone)]
@@ -51,33 +90,745 @@ pub enum Decision {
     ScheduledEvent { pod: PodKey, message: String },
 }
 
+/// A PriorityClass as the engine needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PriorityClassInfo {
+    value: i32,
+    global_default: bool,
+}
+
+/// A pod the engine asked to bind, until the store confirms it.
+#[derive(Debug, Clone)]
+struct Assumed {
+    node: String,
+    queued: QueuedPod,
+}
+
 /// The scheduler: queue, snapshot and framework.
 pub struct Engine {
     config: SchedulerConfig,
+    fw: Framework,
+    placements: PlacementFramework,
+    snapshot: Snapshot,
+    queue: SchedulingQueue,
+    /// Latest version of every pod (with resolved priority).
+    pods: FxHashMap<PodKey, Arc<PodInfo>>,
+    groups: GroupIndex,
+    priority_classes: BTreeMap<String, PriorityClassInfo>,
+    pdbs: BTreeMap<PodKey, Arc<PodDisruptionBudget>>,
+    /// Bindings decided but not yet confirmed by the store.
+    assumed: FxHashMap<PodKey, Assumed>,
+    /// Decisions produced while applying events (e.g. unreadable pods), returned by the next
+    /// [`Engine::schedule`].
+    pending: Vec<Decision>,
+    /// Objects that could not be read (node names and messages), for the caller to log.
+    ingest_errors: Vec<String>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("nodes", &self.snapshot.num_nodes())
+            .field("pods", &self.pods.len())
+            .field("queued", &self.queue.len())
+            .field("assumed", &self.assumed.len())
+            .finish()
+    }
 }
 
 impl Engine {
+    /// An engine with kube-scheduler's default plugins for `config`.
     pub fn new(config: SchedulerConfig) -> Engine {
-        Engine { config }
+        let fw = Framework::new(&config);
+        let placements = PlacementFramework::new(&config);
+        let queue = SchedulingQueue::new(config.pod_initial_backoff_ms, config.pod_max_backoff_ms);
+        Engine {
+            config,
+            fw,
+            placements,
+            snapshot: Snapshot::new(),
+            queue,
+            pods: FxHashMap::default(),
+            groups: GroupIndex::new(),
+            priority_classes: BTreeMap::new(),
+            pdbs: BTreeMap::new(),
+            assumed: FxHashMap::default(),
+            pending: Vec::new(),
+            ingest_errors: Vec::new(),
+        }
     }
 
     pub fn config(&self) -> &SchedulerConfig {
         &self.config
     }
 
+    /// The cluster as the engine sees it (assumed pods included).
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    /// The scheduling queue.
+    pub fn queue(&self) -> &SchedulingQueue {
+        &self.queue
+    }
+
+    /// What the engine knows about PodGroups.
+    pub fn groups(&self) -> &GroupIndex {
+        &self.groups
+    }
+
+    /// The latest version of a pod.
+    pub fn pod(&self, key: &PodKey) -> Option<&Arc<PodInfo>> {
+        self.pods.get(key)
+    }
+
+    /// PodDisruptionBudgets, by namespace/name.
+    pub fn pdbs(&self) -> &BTreeMap<PodKey, Arc<PodDisruptionBudget>> {
+        &self.pdbs
+    }
+
+    /// Whether a binding the engine asked for is still unconfirmed.
+    pub fn is_assumed(&self, key: &PodKey) -> bool {
+        self.assumed.contains_key(key)
+    }
+
+    /// The node of an unconfirmed binding.
+    pub fn assumed_node(&self, key: &PodKey) -> Option<&str> {
+        self.assumed.get(key).map(|a| a.node.as_str())
+    }
+
+    /// Objects that could not be read since the last call (for logging).
+    pub fn take_ingest_errors(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.ingest_errors)
+    }
+
+    fn gate(&self, name: &str) -> bool {
+        self.config.gates.enabled(name)
+    }
+
+    // ---------------------------------------------------------------------------------
+    // Events.
+    // ---------------------------------------------------------------------------------
+
     /// Applies one cluster change (incremental: snapshot and queue are updated, not rebuilt).
-    pub fn apply(&mut self, _event: ClusterEvent, _now_ms: u64) {}
+    pub fn apply(&mut self, event: ClusterEvent, now_ms: u64) {
+        match event {
+            ClusterEvent::NodeUpserted(node) => self.apply_node(node, now_ms),
+            ClusterEvent::NodeDeleted(name) => self.snapshot.remove_node(&name),
+            ClusterEvent::PodUpserted(pod) => self.apply_pod(pod, now_ms),
+            ClusterEvent::PodDeleted(key) => self.delete_pod(&key, now_ms),
+            ClusterEvent::PodGroupUpserted(pg) => self.apply_pod_group(pg, now_ms),
+            ClusterEvent::PodGroupDeleted(key) => {
+                self.groups.entry_mut(&key).info = None;
+                self.groups.entry_mut(&key).condition = None;
+                self.groups.prune(&key);
+            }
+            ClusterEvent::PriorityClassUpserted(pc) => {
+                if let Some(name) = pc.metadata.name.clone() {
+                    let info = PriorityClassInfo {
+                        value: pc.value.unwrap_or(0),
+                        global_default: pc.global_default.unwrap_or(false),
+                    };
+                    self.priority_classes.insert(name, info);
+                    self.refresh_priorities(now_ms);
+                }
+            }
+            ClusterEvent::PriorityClassDeleted(name) => {
+                self.priority_classes.remove(&name);
+                self.refresh_priorities(now_ms);
+            }
+            ClusterEvent::PodDisruptionBudgetUpserted(pdb) => {
+                let ns = pdb.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
+                if let Some(name) = pdb.metadata.name.clone() {
+                    self.pdbs.insert(PodKey::new(ns, name), pdb);
+                }
+            }
+            ClusterEvent::PodDisruptionBudgetDeleted(key) => {
+                self.pdbs.remove(&key);
+            }
+        }
+    }
+
+    fn apply_node(&mut self, node: Arc<Node>, now_ms: u64) {
+        let info = match NodeStatic::from_node(node) {
+            Ok(info) => info,
+            Err(e) => {
+                self.ingest_errors.push(e.to_string());
+                return;
+            }
+        };
+        let changed = match self.snapshot.node_id(&info.name) {
+            None => true,
+            Some(id) => node_changed(&self.snapshot.node(id).info, &info),
+        };
+        self.snapshot.upsert_node(info);
+        if changed {
+            self.queue.move_all_unschedulable(now_ms, |_| true);
+        }
+    }
+
+    /// Effective priority: `spec.priority`, else the named PriorityClass, else the global
+    /// default PriorityClass, else 0.
+    fn resolve_priority(&self, explicit: Option<i32>, class: Option<&str>) -> i32 {
+        if let Some(p) = explicit {
+            return p;
+        }
+        if let Some(pc) = class.and_then(|c| self.priority_classes.get(c)) {
+            return pc.value;
+        }
+        if class.is_none() {
+            // Lowest-named global default wins deterministically if several claim it.
+            if let Some(pc) = self.priority_classes.values().find(|pc| pc.global_default) {
+                return pc.value;
+            }
+        }
+        0
+    }
+
+    fn pod_info(&mut self, pod: Arc<Pod>) -> Option<PodInfo> {
+        let spec_priority = pod.spec.as_ref().and_then(|s| s.priority);
+        let class = pod.spec.as_ref().and_then(|s| s.priority_class_name.clone());
+        match PodInfo::from_pod(pod.clone()) {
+            Ok(mut info) => {
+                info.priority = self.resolve_priority(spec_priority, class.as_deref());
+                Some(info)
+            }
+            Err(e) => {
+                let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
+                let bound =
+                    pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| !n.is_empty());
+                match pod.metadata.name.clone() {
+                    Some(name) if !bound => self.pending.push(Decision::PodUnschedulable {
+                        pod: PodKey::new(ns, name),
+                        reason: REASON_SCHEDULER_ERROR.to_string(),
+                        message: e.to_string(),
+                    }),
+                    _ => self.ingest_errors.push(e.to_string()),
+                }
+                None
+            }
+        }
+    }
+
+    fn group_key_of(pod: &PodInfo) -> Option<GroupKey> {
+        pod.group.as_ref().map(|g| GroupKey::new(pod.key.namespace.clone(), g.clone()))
+    }
+
+    fn apply_pod(&mut self, pod: Arc<Pod>, now_ms: u64) {
+        let Some(info) = self.pod_info(pod) else { return };
+        let info = Arc::new(info);
+        let key = info.key.clone();
+        let old = self.pods.insert(key.clone(), info.clone());
+        let old_held = old.as_ref().is_some_and(|o| o.node_name.is_some() && !o.terminal);
+        let new_member = self.update_membership(old.as_deref(), Some(&info));
+
+        if info.node_name.is_some() {
+            // Bound (maybe terminal): confirms an assumption or is somebody else's binding.
+            self.queue.remove(&key);
+            self.assumed.remove(&key);
+            self.snapshot.upsert_pod(info.clone());
+            if old_held && info.terminal {
+                self.queue.move_all_unschedulable(now_ms, |_| true);
+            } else if !info.terminal
+                && old.as_ref().is_none_or(|o| {
+                    o.node_name.is_none() || o.pod.metadata.labels != info.pod.metadata.labels
+                })
+            {
+                // An assigned pod appeared (or relabelled): pods with inter-pod affinity or
+                // hard topology spread may fit now.
+                self.queue.move_pod_dependent_unschedulable(now_ms);
+            }
+        } else if self.assumed.contains_key(&key) {
+            // A status update written before the binding landed: keep the assumption unless
+            // the pod went away.
+            if info.terminal || info.deleting {
+                self.assumed.remove(&key);
+                self.snapshot.remove_pod(&key);
+                self.queue.move_all_unschedulable(now_ms, |_| true);
+            }
+        } else if info.terminal || info.deleting || !self.config.schedules(&info.scheduler_name) {
+            self.queue.remove(&key);
+        } else {
+            let spec_changed = old.as_ref().is_none_or(|o| {
+                o.pod.spec != info.pod.spec || o.pod.metadata.labels != info.pod.metadata.labels
+            });
+            let admission = self.pre_enqueue(&info);
+            let is_new = self.queue.upsert(info.clone(), admission.clone(), now_ms);
+            if !is_new && spec_changed {
+                self.queue.activate(&key, admission, now_ms);
+            }
+        }
+        if let Some(group) = new_member {
+            self.group_changed(&group, now_ms);
+        }
+    }
+
+    fn delete_pod(&mut self, key: &PodKey, now_ms: u64) {
+        let old = self.pods.remove(key);
+        self.queue.remove(key);
+        self.assumed.remove(key);
+        let freed = self.snapshot.remove_pod(key).is_some();
+        self.update_membership(old.as_deref(), None);
+        if freed {
+            self.queue.move_all_unschedulable(now_ms, |_| true);
+        }
+    }
+
+    /// Keeps group member sets current. Returns the group that gained a member.
+    fn update_membership(&mut self, old: Option<&PodInfo>, new: Option<&PodInfo>) -> Option<GroupKey> {
+        let counts = |p: &PodInfo| !p.terminal && !p.deleting;
+        let old_group = old.filter(|p| counts(p)).and_then(Self::group_key_of);
+        let new_group = new.filter(|p| counts(p)).and_then(Self::group_key_of);
+        if old_group == new_group {
+            return None;
+        }
+        if let (Some(g), Some(p)) = (&old_group, old) {
+            self.groups.entry_mut(g).members.remove(&p.key);
+            self.groups.prune(g);
+        }
+        if let (Some(g), Some(p)) = (&new_group, new) {
+            self.groups.entry_mut(g).members.insert(p.key.clone());
+        }
+        new_group
+    }
+
+    fn apply_pod_group(&mut self, pg: Arc<PodGroup>, now_ms: u64) {
+        let mut info = match PodGroupInfo::from_pod_group(pg.clone()) {
+            Ok(info) => info,
+            Err(e) => {
+                self.ingest_errors.push(e.to_string());
+                return;
+            }
+        };
+        info.priority = Some(self.resolve_priority(pg.spec.priority, pg.spec.priority_class_name.as_deref()));
+        let key = info.key.clone();
+        let observed = pg
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_POD_GROUP_SCHEDULED))
+            .map(|c| GroupCondition {
+                status: c.status == "True",
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+            });
+        let entry = self.groups.entry_mut(&key);
+        let new_policy = info.policy;
+        let old = entry.info.replace(Arc::new(info));
+        if observed.is_some() {
+            entry.condition = observed;
+        }
+        let requeue = match old {
+            None => true,
+            Some(old) => policy_relaxed(old.policy, new_policy),
+        };
+        if requeue {
+            self.group_changed(&key, now_ms);
+        }
+    }
+
+    fn refresh_priorities(&mut self, now_ms: u64) {
+        let keys: Vec<GroupKey> = self.groups.iter().map(|(k, _)| k.clone()).collect();
+        for key in keys {
+            let Some(info) = self.groups.info(&key).cloned() else { continue };
+            let spec = &info.pod_group.spec;
+            let priority = Some(self.resolve_priority(spec.priority, spec.priority_class_name.as_deref()));
+            if priority != info.priority {
+                let mut updated = (*info).clone();
+                updated.priority = priority;
+                self.groups.entry_mut(&key).info = Some(Arc::new(updated));
+            }
+        }
+        for key in self.queue.keys() {
+            let Some(pod) = self.pods.get(&key).cloned() else { continue };
+            let spec = pod.pod.spec.as_ref();
+            if spec.and_then(|s| s.priority).is_some() {
+                continue;
+            }
+            let priority = self.resolve_priority(None, spec.and_then(|s| s.priority_class_name.as_deref()));
+            if priority != pod.priority {
+                let mut updated = (*pod).clone();
+                updated.priority = priority;
+                let updated = Arc::new(updated);
+                self.pods.insert(key.clone(), updated.clone());
+                let admission = self.pre_enqueue(&updated);
+                self.queue.upsert(updated, admission, now_ms);
+            }
+        }
+    }
+
+    /// A PodGroup appeared, relaxed its policy, or gained a member: re-run PreEnqueue for
+    /// its gated members and move its unschedulable members on.
+    fn group_changed(&mut self, group: &GroupKey, now_ms: u64) {
+        for key in self.queue.group_members(group) {
+            let Some(pod) = self.queue.get(&key).map(|q| q.pod.clone()) else { continue };
+            let admission = self.pre_enqueue(&pod);
+            self.queue.activate(&key, admission, now_ms);
+        }
+    }
+
+    /// PreEnqueue: scheduling gates, then (GenericWorkload) the GangScheduling rules of
+    /// SEMANTICS §2.
+    fn pre_enqueue(&self, pod: &PodInfo) -> Admission {
+        if pod.gated {
+            let gates: Vec<&str> = pod
+                .pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.scheduling_gates.as_ref())
+                .map(|g| g.iter().map(|g| g.name.as_str()).collect())
+                .unwrap_or_default();
+            return Admission::Reject(format!("waiting for scheduling gates: [{}]", gates.join(" ")));
+        }
+        if !self.gate(GATE_GENERIC_WORKLOAD) {
+            return Admission::Admit;
+        }
+        let Some(group) = Self::group_key_of(pod) else { return Admission::Admit };
+        match self.groups.info(&group) {
+            None => Admission::Reject(waiting_for_group_message(&group.name)),
+            Some(info) => match info.policy {
+                GroupPolicy::Gang { min_count }
+                    if self.gate(GATE_GANG) && self.groups.member_count(&group) < min_count as usize =>
+                {
+                    Admission::Reject(MSG_WAITING_FOR_QUORUM.to_string())
+                }
+                _ => Admission::Admit,
+            },
+        }
+    }
+
+    // ---------------------------------------------------------------------------------
+    // Scheduling.
+    // ---------------------------------------------------------------------------------
 
     /// Runs scheduling cycles for everything ready at `now_ms` and returns the decisions.
-    pub fn schedule(&mut self, _now_ms: u64, _observer: &mut dyn Observer) -> Vec<Decision> {
-        Vec::new()
+    pub fn schedule(&mut self, now_ms: u64, observer: &mut dyn Observer) -> Vec<Decision> {
+        let mut out = std::mem::take(&mut self.pending);
+        while let Some(queued) = self.queue.pop(now_ms) {
+            if let Admission::Reject(reason) = self.pre_enqueue(&queued.pod) {
+                self.queue.gate(queued, reason);
+                continue;
+            }
+            if self.gate(GATE_GENERIC_WORKLOAD) && queued.pod.group.is_some() {
+                self.schedule_group(queued, now_ms, observer, &mut out);
+            } else {
+                self.schedule_single(queued, now_ms, observer, &mut out);
+            }
+        }
+        out
     }
 
     /// The earliest virtual time at which a backed-off pod becomes ready again.
     pub fn next_wakeup_ms(&self) -> Option<u64> {
-        None
+        self.queue.next_backoff_ms()
     }
 
-    /// A binding the engine asked for failed: forget the assumption and requeue the pod.
-    pub fn binding_failed(&mut self, _pod: &PodKey, _now_ms: u64) {}
+    /// A binding the engine asked for failed: forget the assumption and requeue the pod
+    /// (after its backoff).
+    pub fn binding_failed(&mut self, pod: &PodKey, now_ms: u64) {
+        let Some(assumed) = self.assumed.remove(pod) else { return };
+        self.snapshot.remove_pod(pod);
+        if let Some(current) = self.pods.get(pod).cloned() {
+            if current.node_name.is_none() && !current.terminal && !current.deleting {
+                let mut queued = assumed.queued;
+                queued.pod = current;
+                self.queue.add_backoff(queued, now_ms);
+            }
+        }
+        self.queue.move_all_unschedulable(now_ms, |_| true);
+    }
+
+    fn schedule_single(
+        &mut self,
+        queued: QueuedPod,
+        now_ms: u64,
+        obs: &mut dyn Observer,
+        out: &mut Vec<Decision>,
+    ) {
+        let result =
+            crate::schedule_one::find_node(&self.fw, &self.snapshot, &queued.pod, self.snapshot.node_ids());
+        match result {
+            Ok(node) => {
+                obs.count(METRIC_SCHEDULE_ATTEMPTS, &[("result", "scheduled")], 1);
+                self.bind(queued, node, out);
+            }
+            Err(fit) => {
+                // PREEMPTION HOOK (SEMANTICS §12, standalone pods): per-pod PostFilter
+                // (DefaultPreemption) plugs in here: on a plan, emit `Evict` for the
+                // victims and `Nominate` the pod, then fail it as below.
+                obs.count(METRIC_SCHEDULE_ATTEMPTS, &[("result", "unschedulable")], 1);
+                self.fail(queued, REASON_UNSCHEDULABLE, fit.to_string(), true, now_ms, out);
+            }
+        }
+    }
+
+    /// Marks a pod bound on `node` in the snapshot and emits the binding.
+    fn bind(&mut self, queued: QueuedPod, node: NodeId, out: &mut Vec<Decision>) {
+        let node_name = self.snapshot.node(node).name().to_string();
+        let mut bound = (*queued.pod).clone();
+        bound.node_name = Some(node_name.clone());
+        self.snapshot.upsert_pod(Arc::new(bound));
+        let key = queued.pod.key.clone();
+        out.push(Decision::Bind { pod: key.clone(), uid: queued.pod.uid.clone(), node: node_name.clone() });
+        out.push(Decision::ScheduledEvent {
+            pod: key.clone(),
+            message: format!("Successfully assigned {key} to {node_name}"),
+        });
+        self.assumed.insert(key, Assumed { node: node_name, queued });
+    }
+
+    /// Reports a failed pod and puts it back in the unschedulable pool. `clear_nomination`:
+    /// a pod that had a nominated node loses it.
+    fn fail(
+        &mut self,
+        queued: QueuedPod,
+        reason: &str,
+        message: String,
+        clear_nomination: bool,
+        now_ms: u64,
+        out: &mut Vec<Decision>,
+    ) {
+        let key = queued.pod.key.clone();
+        if clear_nomination && queued.pod.nominated_node_name.is_some() {
+            out.push(Decision::Nominate { pod: key.clone(), node: None });
+        }
+        out.push(Decision::PodUnschedulable { pod: key, reason: reason.to_string(), message });
+        self.queue.add_failed(queued, now_ms);
+    }
+
+    /// Emits the PodGroup condition if it changed; never turns True back to False.
+    fn set_condition(
+        &mut self,
+        group: &GroupKey,
+        status: bool,
+        reason: &str,
+        message: String,
+        out: &mut Vec<Decision>,
+    ) {
+        let entry = self.groups.entry_mut(group);
+        let new = GroupCondition { status, reason: reason.to_string(), message };
+        if let Some(current) = &entry.condition {
+            if (current.status && !status) || *current == new {
+                return;
+            }
+        }
+        out.push(Decision::PodGroupCondition {
+            group: group.clone(),
+            status,
+            reason: new.reason.clone(),
+            message: new.message.clone(),
+        });
+        entry.condition = Some(new);
+    }
+
+    fn schedule_group(
+        &mut self,
+        first: QueuedPod,
+        now_ms: u64,
+        obs: &mut dyn Observer,
+        out: &mut Vec<Decision>,
+    ) {
+        let Some(group_key) = Self::group_key_of(&first.pod) else {
+            self.schedule_single(first, now_ms, obs, out);
+            return;
+        };
+        let Some(info) = self.groups.info(&group_key).cloned() else {
+            let reason = waiting_for_group_message(&group_key.name);
+            self.queue.gate(first, reason);
+            return;
+        };
+        let timer = obs.start_timer();
+
+        // Gather the other queued members (kube's PopSpecificPod); drop deleting / assumed.
+        let mut members = vec![first];
+        for key in self.queue.group_members(&group_key) {
+            if let Some(q) = self.queue.take_ungated(&key) {
+                members.push(q);
+            }
+        }
+        members.retain(|m| !m.pod.deleting && !self.assumed.contains_key(&m.pod.key));
+        if members.is_empty() {
+            return;
+        }
+
+        // All members must share one scheduler name.
+        let first_name = members[0].pod.scheduler_name.clone();
+        if let Some(other) = members.iter().find(|m| m.pod.scheduler_name != first_name) {
+            let message = format!(
+                "all pods in a single pod group should have the same .spec.schedulerName set, got: {:?} and {:?}",
+                first_name, other.pod.scheduler_name
+            );
+            obs.count(METRIC_PODGROUP_ATTEMPTS, &[("result", "error")], 1);
+            for m in members {
+                self.fail(m, REASON_SCHEDULER_ERROR, message.clone(), false, now_ms, out);
+            }
+            return;
+        }
+
+        let scheduled: Vec<(PodKey, Option<NodeId>)> = self
+            .groups
+            .get(&group_key)
+            .map(|e| {
+                e.members
+                    .iter()
+                    .filter(|k| {
+                        self.assumed.contains_key(*k)
+                            || self.pods.get(*k).is_some_and(|p| p.node_name.is_some() && !p.terminal)
+                    })
+                    .map(|k| (k.clone(), self.snapshot.pod_node(k)))
+                    .collect()
+            })
+            .unwrap_or_default();
+
+        let cycle = GroupCycle::new(
+            info,
+            self.gate(GATE_GANG),
+            members.iter().map(|m| (m.arrival, m.pod.clone())).collect(),
+            scheduled,
+        );
+        let mut by_key: FxHashMap<PodKey, QueuedPod> =
+            members.into_iter().map(|m| (m.pod.key.clone(), m)).collect();
+        let mut queued_at =
+            |i: usize| -> Option<QueuedPod> { cycle.pods.get(i).and_then(|p| by_key.remove(&p.key)) };
+
+        // PREEMPTION HOOK (SEMANTICS §4, §12): per-pod PostFilter and workload-aware
+        // preemption plug in through `GroupHooks` (built from `crate::preemption`).
+        let hooks = GroupHooks::default();
+        let ctx = GroupContext { placements: &self.placements, algo: &self.fw, config: &self.config };
+        let outcome = schedule_pod_group(&ctx, &mut self.snapshot, &cycle, hooks, obs);
+
+        let mut decided: Vec<(QueuedPod, Decided)> = Vec::new();
+        let (result, condition) = match outcome {
+            GroupOutcome::Scheduled { placement, assignments, failures } => {
+                let nominate = placement.is_some();
+                for (i, node) in assignments {
+                    if let Some(q) = queued_at(i) {
+                        decided.push((q, Decided::Bind { node, nominate }));
+                    }
+                }
+                for (i, message) in failures {
+                    if let Some(q) = queued_at(i) {
+                        decided.push((q, Decided::Fail { reason: REASON_UNSCHEDULABLE, message }));
+                    }
+                }
+                ("scheduled", Some((true, REASON_SCHEDULED, String::new())))
+            }
+            GroupOutcome::WaitingOnPreemption { nominations, victims, failures } => {
+                for v in &victims {
+                    out.push(Decision::Evict {
+                        pod: v.key.clone(),
+                        uid: v.uid.clone(),
+                        message: format!("Preempted by podgroup {group_key}"),
+                    });
+                }
+                for (i, node) in nominations {
+                    if let Some(q) = queued_at(i) {
+                        decided.push((q, Decided::Nominated { node }));
+                    }
+                }
+                for (i, message) in failures {
+                    if let Some(q) = queued_at(i) {
+                        decided.push((q, Decided::Fail { reason: REASON_UNSCHEDULABLE, message }));
+                    }
+                }
+                ("unschedulable", Some((false, REASON_UNSCHEDULABLE, MSG_WAITING_ON_PREEMPTION.to_string())))
+            }
+            GroupOutcome::Unschedulable { message, pod_messages } => {
+                for (i, m) in pod_messages {
+                    if let Some(q) = queued_at(i) {
+                        decided.push((q, Decided::Fail { reason: REASON_UNSCHEDULABLE, message: m }));
+                    }
+                }
+                ("unschedulable", Some((false, REASON_UNSCHEDULABLE, message)))
+            }
+            GroupOutcome::Error { message } => {
+                for i in 0..cycle.pods.len() {
+                    if let Some(q) = queued_at(i) {
+                        decided.push((
+                            q,
+                            Decided::Fail { reason: REASON_SCHEDULER_ERROR, message: message.clone() },
+                        ));
+                    }
+                }
+                ("error", Some((false, REASON_SCHEDULER_ERROR, message)))
+            }
+        };
+        // Members without a verdict (should not happen) go back as unschedulable.
+        let mut rest: Vec<QueuedPod> = by_key.into_values().collect();
+        rest.sort_by_key(|q| q.arrival);
+        for q in rest {
+            decided.push((
+                q,
+                Decided::Fail {
+                    reason: REASON_UNSCHEDULABLE,
+                    message: crate::podgroup::MSG_GROUP_UNSCHEDULABLE.to_string(),
+                },
+            ));
+        }
+
+        for (q, d) in decided {
+            match d {
+                Decided::Bind { node, nominate } => {
+                    if nominate {
+                        out.push(Decision::Nominate {
+                            pod: q.pod.key.clone(),
+                            node: Some(self.snapshot.node(node).name().to_string()),
+                        });
+                    }
+                    self.bind(q, node, out);
+                }
+                Decided::Nominated { node } => {
+                    out.push(Decision::Nominate {
+                        pod: q.pod.key.clone(),
+                        node: Some(self.snapshot.node(node).name().to_string()),
+                    });
+                    self.fail(
+                        q,
+                        REASON_UNSCHEDULABLE,
+                        MSG_WAITING_ON_PREEMPTION.to_string(),
+                        false,
+                        now_ms,
+                        out,
+                    );
+                }
+                Decided::Fail { reason, message } => self.fail(q, reason, message, true, now_ms, out),
+            }
+        }
+        if let Some((status, reason, message)) = condition {
+            self.set_condition(&group_key, status, reason, message, out);
+        }
+        obs.count(METRIC_PODGROUP_ATTEMPTS, &[("result", result)], 1);
+        let secs = obs.elapsed_seconds(timer);
+        obs.observe(METRIC_PODGROUP_DURATION, &[], secs);
+    }
 }
+
+/// What happens to one member after a group cycle.
+enum Decided {
+    Bind { node: NodeId, nominate: bool },
+    Nominated { node: NodeId },
+    Fail { reason: &'static str, message: String },
+}
+
+/// Whether a node update could make a pending pod schedulable (or change where it goes).
+fn node_changed(old: &NodeStatic, new: &NodeStatic) -> bool {
+    old.allocatable != new.allocatable
+        || old.unschedulable != new.unschedulable
+        || old.ready != new.ready
+        || old.node.metadata.labels != new.node.metadata.labels
+        || old.node.spec.as_ref().and_then(|s| s.taints.as_ref())
+            != new.node.spec.as_ref().and_then(|s| s.taints.as_ref())
+}
+
+/// A PodGroup update that could admit or help waiting members: the gang's minCount went
+/// down, or the policy changed kind.
+fn policy_relaxed(old: GroupPolicy, new: GroupPolicy) -> bool {
+    match (old, new) {
+        (GroupPolicy::Gang { min_count: a }, GroupPolicy::Gang { min_count: b }) => b < a,
+        (GroupPolicy::Basic, GroupPolicy::Basic) => false,
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests;

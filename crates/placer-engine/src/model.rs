@@ -118,19 +118,79 @@ impl PodInfo {
     pub fn labels(&self) -> Option<&std::collections::BTreeMap<String, String>> {
         self.pod.metadata.labels.as_ref()
     }
+
+    /// Has pod affinity or anti-affinity terms (required or preferred).
+    pub fn has_pod_affinity(&self) -> bool {
+        let Some(a) = self.pod.spec.as_ref().and_then(|s| s.affinity.as_ref()) else { return false };
+        let aff = a.pod_affinity.as_ref().is_some_and(|p| {
+            p.required_during_scheduling_ignored_during_execution.as_ref().is_some_and(|v| !v.is_empty())
+                || p.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+                    .is_some_and(|v| !v.is_empty())
+        });
+        let anti = a.pod_anti_affinity.as_ref().is_some_and(|p| {
+            p.required_during_scheduling_ignored_during_execution.as_ref().is_some_and(|v| !v.is_empty())
+                || p.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+                    .is_some_and(|v| !v.is_empty())
+        });
+        aff || anti
+    }
+
+    /// Has required pod anti-affinity terms.
+    pub fn has_required_pod_anti_affinity(&self) -> bool {
+        self.pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.affinity.as_ref())
+            .and_then(|a| a.pod_anti_affinity.as_ref())
+            .and_then(|p| p.required_during_scheduling_ignored_during_execution.as_ref())
+            .is_some_and(|t| !t.is_empty())
+    }
 }
 
-/// Effective pod requests: max(sum(containers) + sum(restartable init containers),
-/// max over init containers i of (request_i + restartable init containers before i)),
-/// plus `spec.overhead`. Errors carry the field path.
+/// Requests as the API server stores them: a resource with a limit but no request is
+/// requested at its limit (API defaulting), so pods read from manifests and from a live
+/// cluster agree.
+fn requests_with_defaults(
+    r: Option<&placer_api::k8s::api::core::v1::ResourceRequirements>,
+    path: &str,
+) -> Result<Resources, (String, ResourceError)> {
+    let Some(r) = r else { return Ok(Resources::default()) };
+    let mut out = match &r.requests {
+        Some(list) => Resources::from_list(list).map_err(|e| (format!("{path}.requests"), e))?,
+        None => Resources::default(),
+    };
+    if let Some(limits) = &r.limits {
+        for (name, q) in limits {
+            if r.requests.as_ref().is_some_and(|req| req.contains_key(name)) {
+                continue;
+            }
+            let mut one = std::collections::BTreeMap::new();
+            one.insert(name.clone(), q.clone());
+            let value = Resources::from_list(&one).map_err(|e| (format!("{path}.limits"), e))?;
+            out.add(&value);
+        }
+    }
+    Ok(out)
+}
+
+/// Whether a resource may be set at pod level (`spec.resources`): cpu, memory, hugepages.
+fn is_pod_level_resource(name: &str) -> bool {
+    name == crate::resources::CPU || name == crate::resources::MEMORY || name.starts_with("hugepages-")
+}
+
+/// Effective pod requests, as Kubernetes' `resourcehelper.PodRequests` computes them:
+/// max(sum(containers) + sum(restartable init containers), max over init containers i of
+/// (request_i + restartable init containers before i)); then pod-level requests
+/// (`spec.resources`, cpu / memory / hugepages) replace the aggregate for those resources;
+/// then `spec.overhead` is added. Limits stand in for missing requests (API defaulting).
+/// Errors carry the field path.
 pub fn pod_requests(
     spec: &placer_api::k8s::api::core::v1::PodSpec,
 ) -> Result<Resources, (String, ResourceError)> {
     let container_req = |c: &placer_api::k8s::api::core::v1::Container, path: String| {
-        match c.resources.as_ref().and_then(|r| r.requests.as_ref()) {
-            Some(list) => Resources::from_list(list).map_err(|e| (format!("{path}.resources.requests"), e)),
-            None => Ok(Resources::default()),
-        }
+        requests_with_defaults(c.resources.as_ref(), &format!("{path}.resources"))
     };
     let mut sum = Resources::default();
     for (i, c) in spec.containers.iter().enumerate() {
@@ -142,10 +202,9 @@ pub fn pod_requests(
         for (i, c) in inits.iter().enumerate() {
             let r = container_req(c, format!("spec.initContainers[{i}]"))?;
             if c.restart_policy.as_deref() == Some("Always") {
+                // A sidecar runs alongside everything started after it.
                 restartable_sum.add(&r);
-                let mut peak = restartable_sum.clone();
-                peak.max_with(&Resources::default());
-                init_max.max_with(&peak);
+                init_max.max_with(&restartable_sum);
             } else {
                 let mut peak = r;
                 peak.add(&restartable_sum);
@@ -155,6 +214,10 @@ pub fn pod_requests(
     }
     sum.add(&restartable_sum);
     sum.max_with(&init_max);
+    let pod_level = requests_with_defaults(spec.resources.as_ref(), "spec.resources")?;
+    for (name, value) in pod_level.iter_nonzero().filter(|(n, _)| is_pod_level_resource(n)) {
+        sum.set(name, value);
+    }
     if let Some(overhead) = &spec.overhead {
         sum.add(&Resources::from_list(overhead).map_err(|e| ("spec.overhead".to_string(), e))?);
     }
@@ -264,5 +327,117 @@ impl PodGroupInfo {
             GroupPolicy::Gang { min_count } => min_count,
             GroupPolicy::Basic => 1,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use placer_api::k8s::api::core::v1::{Container, PodSpec, ResourceRequirements};
+    use placer_api::k8s::apimachinery::pkg::api::resource::Quantity;
+    use std::collections::BTreeMap;
+
+    fn list(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, Quantity>> {
+        Some(pairs.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect())
+    }
+
+    fn container(requests: &[(&str, &str)]) -> Container {
+        Container {
+            name: "c".into(),
+            resources: Some(ResourceRequirements { requests: list(requests), ..Default::default() }),
+            ..Default::default()
+        }
+    }
+
+    fn sidecar(requests: &[(&str, &str)]) -> Container {
+        Container { restart_policy: Some("Always".into()), ..container(requests) }
+    }
+
+    #[test]
+    fn containers_are_summed() {
+        let spec = PodSpec {
+            containers: vec![container(&[("cpu", "1"), ("memory", "1Gi")]), container(&[("cpu", "500m")])],
+            ..Default::default()
+        };
+        let r = pod_requests(&spec).unwrap();
+        assert_eq!((r.cpu, r.memory, r.pods), (1500, 1 << 30, 0));
+    }
+
+    #[test]
+    fn init_containers_count_at_their_peak() {
+        let spec = PodSpec {
+            containers: vec![container(&[("cpu", "1")])],
+            init_containers: Some(vec![container(&[("cpu", "3")]), container(&[("memory", "2Gi")])]),
+            ..Default::default()
+        };
+        let r = pod_requests(&spec).unwrap();
+        assert_eq!((r.cpu, r.memory), (3000, 2 << 30), "max(sum containers, each init container)");
+    }
+
+    #[test]
+    fn sidecars_add_to_containers_and_to_later_init_containers() {
+        // sidecar 1 cpu, then init 2 cpu (peak 1 + 2 = 3), containers 1 cpu (1 + 1 = 2).
+        let spec = PodSpec {
+            containers: vec![container(&[("cpu", "1")])],
+            init_containers: Some(vec![sidecar(&[("cpu", "1")]), container(&[("cpu", "2")])]),
+            ..Default::default()
+        };
+        assert_eq!(pod_requests(&spec).unwrap().cpu, 3000);
+        // An init container before the sidecar does not see it.
+        let spec = PodSpec {
+            containers: vec![container(&[("cpu", "2")])],
+            init_containers: Some(vec![container(&[("cpu", "2500m")]), sidecar(&[("cpu", "1")])]),
+            ..Default::default()
+        };
+        assert_eq!(pod_requests(&spec).unwrap().cpu, 3000, "max(2.5, 2 + 1)");
+    }
+
+    #[test]
+    fn overhead_is_added_last() {
+        let spec = PodSpec {
+            containers: vec![container(&[("cpu", "1")])],
+            init_containers: Some(vec![container(&[("cpu", "2")])]),
+            overhead: list(&[("cpu", "250m")]),
+            ..Default::default()
+        };
+        assert_eq!(pod_requests(&spec).unwrap().cpu, 2250);
+    }
+
+    #[test]
+    fn limits_stand_in_for_missing_requests() {
+        let spec = PodSpec {
+            containers: vec![Container {
+                name: "c".into(),
+                resources: Some(ResourceRequirements {
+                    requests: list(&[("cpu", "1")]),
+                    limits: list(&[("cpu", "4"), ("memory", "1Gi"), ("nvidia.com/gpu", "2")]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let r = pod_requests(&spec).unwrap();
+        assert_eq!((r.cpu, r.memory, r.get("nvidia.com/gpu")), (1000, 1 << 30, 2));
+    }
+
+    #[test]
+    fn pod_level_requests_replace_the_container_aggregate() {
+        let spec = PodSpec {
+            containers: vec![container(&[("cpu", "1"), ("memory", "1Gi"), ("nvidia.com/gpu", "1")])],
+            resources: Some(ResourceRequirements { requests: list(&[("cpu", "3")]), ..Default::default() }),
+            overhead: list(&[("cpu", "100m")]),
+            ..Default::default()
+        };
+        let r = pod_requests(&spec).unwrap();
+        assert_eq!((r.cpu, r.memory, r.get("nvidia.com/gpu")), (3100, 1 << 30, 1));
+    }
+
+    #[test]
+    fn unreadable_quantities_name_the_field() {
+        let spec = PodSpec { containers: vec![container(&[("cpu", "lots")])], ..Default::default() };
+        let (field, err) = pod_requests(&spec).unwrap_err();
+        assert_eq!(field, "spec.containers[0].resources.requests");
+        assert_eq!(err.resource, "cpu");
     }
 }

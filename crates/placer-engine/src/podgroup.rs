@@ -1,1 +1,858 @@
-//! (to be written)
+//! The PodGroup scheduling cycle (seed 004, SEMANTICS §2-§4): the members of one group
+//! are tried one after another inside one node set, each placed pod assumed on the snapshot
+//! before the next is tried, and the group is judged as a whole.
+//!
+//! * Order: pod priority (higher first), then first arrival in the queue (earlier first).
+//! * Gang policy: feasible iff members already bound (or assumed) plus pods placed now reach
+//!   `minCount`, and at least one pod was placed now. Basic policy: at least one pod placed.
+//! * Early rejection (KEP-5732 beta, `PlacementFeasible`): the loop stops as soon as the
+//!   pods not yet tried plus the scheduled ones can no longer reach `minCount`.
+//! * A pod that fits nowhere may be rescued by per-pod preemption ([`PodPreemption`]); the
+//!   pods after it see it placed and its victims gone, and a feasible group that needed any
+//!   preemption waits for the victims to go instead of binding (SEMANTICS §4).
+//!
+//! This module evaluates one node set ([`run_group_in_nodes`]); [`crate::placement`]
+//! generates the node sets (placements), runs this in each, scores and selects.
+//! The shared [`GroupIndex`] is what the engine knows about every PodGroup.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::framework::{FitError, Framework, Status};
+use crate::model::{GroupKey, GroupPolicy, NodeId, PodGroupInfo, PodInfo, PodKey};
+use crate::placement::{PlacementFeasible, PlacementProgress};
+use crate::snapshot::Snapshot;
+
+/// Message of a gang that cannot start: fewer known members than `minCount`.
+pub const MSG_WAITING_FOR_QUORUM: &str =
+    "waiting for minCount pods from a gang to appear in scheduling queue";
+/// Prefix of pod messages when the whole group failed.
+pub const MSG_GROUP_UNSCHEDULABLE: &str = "pod group is unschedulable";
+/// Message of a group that must wait for preemption victims to go.
+pub const MSG_WAITING_ON_PREEMPTION: &str = "pod group is waiting for preemption to complete";
+
+/// PreEnqueue message of a member whose PodGroup does not exist (yet).
+pub fn waiting_for_group_message(group_name: &str) -> String {
+    format!("waiting for pod's pod group {group_name:?} to appear in scheduling queue")
+}
+
+// ---------------------------------------------------------------------------------------
+// What the engine knows about PodGroups.
+// ---------------------------------------------------------------------------------------
+
+/// The `PodGroupScheduled` condition as last written (or observed in the store).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupCondition {
+    pub status: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+/// One PodGroup: its object (if it exists) and its known member pods.
+#[derive(Debug, Clone, Default)]
+pub struct GroupEntry {
+    /// `None` while member pods exist but the PodGroup object does not.
+    pub info: Option<Arc<PodGroupInfo>>,
+    /// Member pods that exist, are not terminal and are not being deleted (bound or not).
+    pub members: BTreeSet<PodKey>,
+    /// Last known `PodGroupScheduled` condition.
+    pub condition: Option<GroupCondition>,
+}
+
+/// Every PodGroup the engine knows, by key (deterministic order).
+#[derive(Debug, Clone, Default)]
+pub struct GroupIndex {
+    groups: BTreeMap<GroupKey, GroupEntry>,
+}
+
+impl GroupIndex {
+    /// An empty index.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The entry of a group, if anything is known about it.
+    pub fn get(&self, key: &GroupKey) -> Option<&GroupEntry> {
+        self.groups.get(key)
+    }
+
+    /// The PodGroup object of a group, if it exists.
+    pub fn info(&self, key: &GroupKey) -> Option<&Arc<PodGroupInfo>> {
+        self.groups.get(key).and_then(|e| e.info.as_ref())
+    }
+
+    /// The entry of a group, created empty if unknown.
+    pub fn entry_mut(&mut self, key: &GroupKey) -> &mut GroupEntry {
+        self.groups.entry(key.clone()).or_default()
+    }
+
+    /// Forgets a group entry once nothing refers to it.
+    pub fn prune(&mut self, key: &GroupKey) {
+        if self.groups.get(key).is_some_and(|e| e.info.is_none() && e.members.is_empty()) {
+            self.groups.remove(key);
+        }
+    }
+
+    /// Number of known member pods of a group (bound or not).
+    pub fn member_count(&self, key: &GroupKey) -> usize {
+        self.groups.get(key).map_or(0, |e| e.members.len())
+    }
+
+    /// Every group, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&GroupKey, &GroupEntry)> {
+        self.groups.iter()
+    }
+
+    /// Every group, in key order, mutably.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&GroupKey, &mut GroupEntry)> {
+        self.groups.iter_mut()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The pod-level algorithm as the cycle uses it.
+// ---------------------------------------------------------------------------------------
+
+/// The pod-level algorithm (filter, score, select) the cycle runs for each member.
+/// Implemented by [`Framework`]; tests may use simpler implementations.
+pub trait PodScheduler {
+    /// The best node of `nodes` for `pod`, or why none fits.
+    fn find_node(&self, snap: &Snapshot, pod: &PodInfo, nodes: &[NodeId]) -> Result<NodeId, FitError>;
+    /// Whether `pod` passes every filter on `node`.
+    fn filter_node(&self, snap: &Snapshot, pod: &PodInfo, node: NodeId) -> Status;
+    /// The nodes of `nodes` (same order) where `pod` passes every filter, or why none does.
+    fn feasible_nodes(
+        &self,
+        snap: &Snapshot,
+        pod: &PodInfo,
+        nodes: &[NodeId],
+    ) -> Result<Vec<NodeId>, FitError>;
+}
+
+impl PodScheduler for Framework {
+    fn find_node(&self, snap: &Snapshot, pod: &PodInfo, nodes: &[NodeId]) -> Result<NodeId, FitError> {
+        crate::schedule_one::find_node(self, snap, pod, nodes)
+    }
+
+    fn filter_node(&self, snap: &Snapshot, pod: &PodInfo, node: NodeId) -> Status {
+        crate::schedule_one::filter_node(self, snap, pod, node)
+    }
+
+    fn feasible_nodes(
+        &self,
+        snap: &Snapshot,
+        pod: &PodInfo,
+        nodes: &[NodeId],
+    ) -> Result<Vec<NodeId>, FitError> {
+        crate::schedule_one::feasible_nodes(self, snap, pod, nodes)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Preemption hooks (SEMANTICS §4, §12). Implemented in `crate::preemption`.
+// ---------------------------------------------------------------------------------------
+
+/// Victims whose removal lets a pod (or a group) fit, and where.
+#[derive(Debug, Clone)]
+pub struct PreemptionPlan {
+    /// The node the preemptor is nominated to.
+    pub node: NodeId,
+    /// Pods to evict (they are removed from the snapshot for the rest of the simulation).
+    pub victims: Vec<Arc<PodInfo>>,
+}
+
+/// Per-pod PostFilter (kube's DefaultPreemption) as the group cycle and the single-pod
+/// path call it for a pod that fits no node.
+pub trait PodPreemption {
+    /// Called when `pod` fits no node of `nodes` (`fit` says why). May simulate on `snap` but
+    /// must leave it as found. Returns the node to nominate and the victims, or `None`.
+    fn preempt(
+        &mut self,
+        snap: &mut Snapshot,
+        pod: &PodInfo,
+        nodes: &[NodeId],
+        fit: &FitError,
+    ) -> Option<PreemptionPlan>;
+}
+
+/// What workload-aware preemption decided for a group.
+#[derive(Debug, Clone)]
+pub struct GroupPreemptionPlan {
+    /// Pods to evict, all together.
+    pub victims: Vec<Arc<PodInfo>>,
+    /// Member (index into [`GroupCycle::pods`]) and the node it is nominated to.
+    pub nominations: Vec<(usize, NodeId)>,
+}
+
+/// Workload-aware preemption (kube's PodGroupPostFilter), called when a group is
+/// unschedulable (SEMANTICS §12).
+pub trait GroupPreemption {
+    /// Finds victims whose removal lets the group fit inside `nodes`. May simulate on
+    /// `snap` but must leave it as found. `Err` carries the reason it failed (appended to
+    /// the group's message).
+    fn preempt(
+        &mut self,
+        snap: &mut Snapshot,
+        cycle: &GroupCycle,
+        nodes: &[NodeId],
+    ) -> Result<GroupPreemptionPlan, String>;
+}
+
+// ---------------------------------------------------------------------------------------
+// One cycle.
+// ---------------------------------------------------------------------------------------
+
+/// The input of one PodGroup cycle.
+#[derive(Debug, Clone)]
+pub struct GroupCycle {
+    pub group: Arc<PodGroupInfo>,
+    /// Whether gang semantics apply (gang policy and the `GangScheduling` gate on).
+    pub gang: bool,
+    /// `minCount` in effect: the gang's `minCount`, or 1.
+    pub min_count: u32,
+    /// Members to place in this cycle, in cycle order.
+    pub pods: Vec<Arc<PodInfo>>,
+    /// Members already bound or assumed, with their node (`None`: the node is not in the
+    /// snapshot). They count toward `minCount` and pin the topology domain.
+    pub scheduled: Vec<(PodKey, Option<NodeId>)>,
+}
+
+impl GroupCycle {
+    /// A cycle for `group` with `pods` (sorted here into cycle order: priority desc, then
+    /// `arrival` asc) and the already scheduled members. `gang_enabled` is the
+    /// `GangScheduling` gate.
+    pub fn new(
+        group: Arc<PodGroupInfo>,
+        gang_enabled: bool,
+        mut pods: Vec<(u64, Arc<PodInfo>)>,
+        scheduled: Vec<(PodKey, Option<NodeId>)>,
+    ) -> GroupCycle {
+        pods.sort_by(|(a_arrival, a), (b_arrival, b)| {
+            b.priority.cmp(&a.priority).then(a_arrival.cmp(b_arrival)).then_with(|| a.key.cmp(&b.key))
+        });
+        let (gang, min_count) = match group.policy {
+            GroupPolicy::Gang { min_count } if gang_enabled => (true, min_count.max(1)),
+            _ => (false, 1),
+        };
+        GroupCycle { group, gang, min_count, pods: pods.into_iter().map(|(_, p)| p).collect(), scheduled }
+    }
+
+    /// Members already scheduled, as a count.
+    pub fn scheduled_count(&self) -> u32 {
+        u32::try_from(self.scheduled.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Pods that must be placed now for the group to be feasible: `minCount` minus the
+    /// scheduled members, at least 1.
+    pub fn needed(&self) -> u32 {
+        self.min_count.saturating_sub(self.scheduled_count()).max(1)
+    }
+
+    /// The group can never be feasible with these pods: even if all were placed, scheduled
+    /// plus placed stays below `minCount` (or there is nothing to place).
+    pub fn cannot_reach_min_count(&self) -> Option<String> {
+        let remaining = u32::try_from(self.pods.len()).unwrap_or(u32::MAX);
+        let scheduled = self.scheduled_count();
+        if remaining.saturating_add(scheduled) < self.min_count {
+            return Some(format!(
+                "minCount ({}) cannot be satisfied: {scheduled} scheduled, {remaining} remaining",
+                self.min_count
+            ));
+        }
+        None
+    }
+}
+
+/// A per-pod preemption performed during a cycle.
+#[derive(Debug, Clone)]
+pub struct PodPreemptionRecord {
+    /// Index into [`GroupCycle::pods`].
+    pub pod: usize,
+    pub node: NodeId,
+    pub victims: Vec<Arc<PodInfo>>,
+}
+
+impl PartialEq for PodPreemptionRecord {
+    fn eq(&self, other: &Self) -> bool {
+        self.pod == other.pod && self.node == other.node && same_pods(&self.victims, &other.victims)
+    }
+}
+
+/// Two pod lists name the same pods (by key and uid) in the same order.
+pub fn same_pods(a: &[Arc<PodInfo>], b: &[Arc<PodInfo>]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.key == y.key && x.uid == y.uid)
+}
+
+/// The verdict on a group inside one node set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Feasible,
+    /// Not feasible, with the `PlacementFeasible` message.
+    Unschedulable(String),
+}
+
+/// What happened to a group inside one node set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupAttempt {
+    /// (index into [`GroupCycle::pods`], node) of each placed pod, in cycle order.
+    pub placed: Vec<(usize, NodeId)>,
+    /// (index, why) of each pod that fit no node.
+    pub failed: Vec<(usize, FitError)>,
+    /// Indexes of pods never tried because the loop stopped early.
+    pub skipped: Vec<usize>,
+    /// Per-pod preemptions (their pods are also in `placed`).
+    pub preemptions: Vec<PodPreemptionRecord>,
+    pub verdict: Verdict,
+}
+
+impl GroupAttempt {
+    /// The group is feasible here.
+    pub fn is_feasible(&self) -> bool {
+        self.verdict == Verdict::Feasible
+    }
+
+    /// Scheduled members plus pods placed here.
+    pub fn scheduled_total(&self, cycle: &GroupCycle) -> u32 {
+        cycle.scheduled_count().saturating_add(u32::try_from(self.placed.len()).unwrap_or(u32::MAX))
+    }
+
+    /// Short reason of the failure: the most frequent reason of the first pod that failed
+    /// (ties: the lexicographically smallest), else the verdict message.
+    pub fn main_reason(&self) -> String {
+        if let Some((_, fit)) = self.failed.first() {
+            if let Some(reason) = dominant_reason(fit) {
+                return reason;
+            }
+        }
+        match &self.verdict {
+            Verdict::Unschedulable(m) => m.clone(),
+            Verdict::Feasible => String::new(),
+        }
+    }
+}
+
+/// The most frequent reason of a FitError (ties: lexicographically smallest), or its
+/// PreFilter message.
+pub fn dominant_reason(fit: &FitError) -> Option<String> {
+    let mut best: Option<(&String, usize)> = None;
+    for (reason, &count) in &fit.reasons {
+        if best.is_none_or(|(_, c)| count > c) {
+            best = Some((reason, count));
+        }
+    }
+    best.map(|(r, _)| r.clone()).or_else(|| fit.pre_message.clone())
+}
+
+/// What makes a pod's filter results equal to another's when only pods are added to the
+/// snapshot. `None` for pods whose feasibility can improve as pods are added (inter-pod
+/// affinity, topology spread), which are always tried.
+#[derive(Debug, PartialEq)]
+struct FitSignature<'a> {
+    requests: &'a crate::resources::Resources,
+    priority: i32,
+    nominated: Option<&'a str>,
+    node_selector: Option<&'a BTreeMap<String, String>>,
+    node_affinity: Option<&'a placer_api::k8s::api::core::v1::NodeAffinity>,
+    anti_affinity: Option<&'a placer_api::k8s::api::core::v1::PodAntiAffinity>,
+    tolerations: Option<&'a Vec<placer_api::k8s::api::core::v1::Toleration>>,
+    host_ports: Vec<(i32, &'a str, Option<&'a str>)>,
+    labels: Option<&'a BTreeMap<String, String>>,
+}
+
+fn fit_signature(pod: &PodInfo) -> Option<FitSignature<'_>> {
+    let spec = pod.pod.spec.as_ref()?;
+    if spec.topology_spread_constraints.as_ref().is_some_and(|c| !c.is_empty()) {
+        return None;
+    }
+    if spec.node_name.as_ref().is_some_and(|n| !n.is_empty()) {
+        return None;
+    }
+    let affinity = spec.affinity.as_ref();
+    if affinity.is_some_and(|a| a.pod_affinity.is_some()) {
+        return None;
+    }
+    let mut host_ports = Vec::new();
+    for c in &spec.containers {
+        for p in c.ports.iter().flatten() {
+            if let Some(hp) = p.host_port.filter(|hp| *hp > 0) {
+                host_ports.push((hp, p.protocol.as_deref().unwrap_or("TCP"), p.host_ip.as_deref()));
+            }
+        }
+    }
+    Some(FitSignature {
+        requests: &pod.requests,
+        priority: pod.priority,
+        nominated: pod.nominated_node_name.as_deref(),
+        node_selector: spec.node_selector.as_ref(),
+        node_affinity: affinity.and_then(|a| a.node_affinity.as_ref()),
+        anti_affinity: affinity.and_then(|a| a.pod_anti_affinity.as_ref()),
+        tolerations: spec.tolerations.as_ref(),
+        host_ports,
+        // Existing pods' anti-affinity may select on the incoming pod's labels.
+        labels: pod.labels(),
+    })
+}
+
+/// Whether every pod of the cycle has the same node-local filter inputs: equal
+/// [`FitSignature`]s without inter-pod (anti-)affinity, topology spread or host ports. For
+/// such a group, how many pods fit on a node depends only on that node's free resources,
+/// so placements can be evaluated by counting copies.
+pub fn is_uniform_node_local(cycle: &GroupCycle) -> bool {
+    let Some(first) = cycle.pods.first().and_then(|p| fit_signature(p)) else { return false };
+    if first.anti_affinity.is_some() || !first.host_ports.is_empty() {
+        return false;
+    }
+    cycle.pods[1..].iter().all(|p| fit_signature(p).is_some_and(|s| s == first))
+}
+
+/// Runs the group algorithm inside `nodes`: members in cycle order, each placed pod
+/// assumed on `snap` (the caller takes a checkpoint before and rolls back after), with
+/// early rejection through `feasible` (the PlacementFeasible plugins) and optional per-pod
+/// preemption.
+///
+/// Without PlacementFeasible plugins the group is feasible iff at least one pod was placed.
+pub fn run_group_in_nodes(
+    algo: &dyn PodScheduler,
+    snap: &mut Snapshot,
+    cycle: &GroupCycle,
+    nodes: &[NodeId],
+    feasible: &[Box<dyn PlacementFeasible>],
+    mut preemption: Option<&mut dyn PodPreemption>,
+) -> GroupAttempt {
+    let total = cycle.pods.len();
+    let mut attempt = GroupAttempt {
+        placed: Vec::with_capacity(total),
+        failed: Vec::new(),
+        skipped: Vec::new(),
+        preemptions: Vec::new(),
+        verdict: Verdict::Feasible,
+    };
+    let progress = |attempt: &GroupAttempt, tried: usize| PlacementProgress {
+        remaining: u32::try_from(total - tried).unwrap_or(u32::MAX),
+        scheduled: attempt.scheduled_total(cycle),
+        placed: u32::try_from(attempt.placed.len()).unwrap_or(u32::MAX),
+    };
+    let check = |p: PlacementProgress| -> Status {
+        for plugin in feasible {
+            let status = plugin.feasible(cycle, p);
+            if !status.is_success() {
+                return status;
+            }
+        }
+        Status::success()
+    };
+
+    // Signatures of pods that failed, to skip identical pods (failure is monotone while only
+    // pods are added). Disabled when preemption may remove pods.
+    let mut failed_signatures: Vec<(FitSignature<'_>, usize)> = Vec::new();
+    for (i, pod) in cycle.pods.iter().enumerate() {
+        let status = check(progress(&attempt, i));
+        if is_rejection(&status) {
+            attempt.skipped.extend(i..total);
+            attempt.verdict = Verdict::Unschedulable(status.reasons.join(", "));
+            return attempt;
+        }
+        if !failed_signatures.is_empty() && preemption.is_none() {
+            if let Some(sig) = fit_signature(pod) {
+                if let Some((_, j)) = failed_signatures.iter().find(|(s, _)| *s == sig) {
+                    let fit = attempt.failed[*j].1.clone();
+                    attempt.failed.push((i, fit));
+                    continue;
+                }
+            }
+        }
+        match algo.find_node(snap, pod, nodes) {
+            Ok(node) => {
+                snap.assume(pod.clone(), node);
+                attempt.placed.push((i, node));
+            }
+            Err(fit) => {
+                let plan = preemption.as_deref_mut().and_then(|p| p.preempt(snap, pod, nodes, &fit));
+                match plan {
+                    Some(plan) => {
+                        for v in &plan.victims {
+                            snap.remove_for_simulation(&v.key);
+                        }
+                        snap.assume(pod.clone(), plan.node);
+                        attempt.placed.push((i, plan.node));
+                        attempt.preemptions.push(PodPreemptionRecord {
+                            pod: i,
+                            node: plan.node,
+                            victims: plan.victims,
+                        });
+                    }
+                    None => {
+                        if preemption.is_none() {
+                            if let Some(sig) = fit_signature(pod) {
+                                failed_signatures.push((sig, attempt.failed.len()));
+                            }
+                        }
+                        attempt.failed.push((i, fit));
+                    }
+                }
+            }
+        }
+    }
+    let final_progress = progress(&attempt, total);
+    let status = check(final_progress);
+    attempt.verdict = if !status.is_success() {
+        Verdict::Unschedulable(status.reasons.join(", "))
+    } else if final_progress.placed == 0 {
+        Verdict::Unschedulable("no pod of the group fits".to_string())
+    } else {
+        Verdict::Feasible
+    };
+    attempt
+}
+
+fn is_rejection(status: &Status) -> bool {
+    matches!(
+        status.code,
+        crate::framework::Code::Unschedulable | crate::framework::Code::UnschedulableAndUnresolvable
+    ) || status.code == crate::framework::Code::Error
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::framework::Code;
+    use crate::model::NodeStatic;
+    use crate::plugins::placement_gang::GangScheduling;
+    use placer_api::k8s::api::core::v1::{
+        Container, Node, NodeStatus, Pod, PodSchedulingGroup, PodSpec, ResourceRequirements,
+    };
+    use placer_api::k8s::api::scheduling::v1alpha2::{
+        GangSchedulingPolicy, PodGroup, PodGroupSchedulingConstraints, PodGroupSchedulingPolicy,
+        PodGroupSpec, TopologyConstraint,
+    };
+    use placer_api::k8s::apimachinery::pkg::api::resource::Quantity;
+    use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use proptest::prelude::*;
+
+    /// Resource-only pod algorithm: the first node (in the order given) where the pod fits.
+    pub(crate) struct FirstFit;
+
+    impl PodScheduler for FirstFit {
+        fn find_node(&self, snap: &Snapshot, pod: &PodInfo, nodes: &[NodeId]) -> Result<NodeId, FitError> {
+            let mut err = FitError { num_nodes: nodes.len(), ..FitError::default() };
+            for &n in nodes {
+                if crate::plugins::node_resources::fit_count(snap, pod, n) > 0 {
+                    return Ok(n);
+                }
+                err.add("Insufficient cpu");
+            }
+            Err(err)
+        }
+        fn filter_node(&self, snap: &Snapshot, pod: &PodInfo, node: NodeId) -> Status {
+            if crate::plugins::node_resources::fit_count(snap, pod, node) > 0 {
+                Status::success()
+            } else {
+                Status::unschedulable("NodeResourcesFit", "Insufficient cpu")
+            }
+        }
+        fn feasible_nodes(
+            &self,
+            snap: &Snapshot,
+            pod: &PodInfo,
+            nodes: &[NodeId],
+        ) -> Result<Vec<NodeId>, FitError> {
+            let ok: Vec<NodeId> = nodes
+                .iter()
+                .copied()
+                .filter(|&n| crate::plugins::node_resources::fit_count(snap, pod, n) > 0)
+                .collect();
+            if ok.is_empty() {
+                let mut err = FitError { num_nodes: nodes.len(), ..FitError::default() };
+                for _ in nodes {
+                    err.add("Insufficient cpu");
+                }
+                return Err(err);
+            }
+            Ok(ok)
+        }
+    }
+
+    pub(crate) fn node(name: &str, cpu: i64, labels: &[(&str, &str)]) -> NodeStatic {
+        let mut alloc = BTreeMap::new();
+        alloc.insert("cpu".to_string(), Quantity(format!("{cpu}m")));
+        alloc.insert("pods".to_string(), Quantity("32".into()));
+        NodeStatic::from_node(Arc::new(Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+                ..Default::default()
+            },
+            status: Some(NodeStatus { allocatable: Some(alloc), ..Default::default() }),
+            ..Default::default()
+        }))
+        .unwrap()
+    }
+
+    pub(crate) fn pod(name: &str, cpu_milli: i64, group: Option<&str>, node: Option<&str>) -> Arc<PodInfo> {
+        let mut req = BTreeMap::new();
+        req.insert("cpu".to_string(), Quantity(format!("{cpu_milli}m")));
+        Arc::new(
+            PodInfo::from_pod(Arc::new(Pod {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    namespace: Some("default".into()),
+                    ..Default::default()
+                },
+                spec: Some(PodSpec {
+                    node_name: node.map(Into::into),
+                    scheduling_group: group.map(|g| PodSchedulingGroup { pod_group_name: Some(g.into()) }),
+                    containers: vec![Container {
+                        name: "c".into(),
+                        resources: Some(ResourceRequirements { requests: Some(req), ..Default::default() }),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }))
+            .unwrap(),
+        )
+    }
+
+    pub(crate) fn group(name: &str, min_count: Option<i32>, key: Option<&str>) -> Arc<PodGroupInfo> {
+        let pg = PodGroup {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            spec: PodGroupSpec {
+                scheduling_policy: PodGroupSchedulingPolicy {
+                    gang: min_count.map(|m| GangSchedulingPolicy { min_count: m }),
+                    basic: if min_count.is_none() { Some(Default::default()) } else { None },
+                },
+                scheduling_constraints: key.map(|k| PodGroupSchedulingConstraints {
+                    topology: Some(vec![TopologyConstraint { key: k.into() }]),
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        Arc::new(PodGroupInfo::from_pod_group(Arc::new(pg)).unwrap())
+    }
+
+    fn cycle(
+        g: Arc<PodGroupInfo>,
+        pods: Vec<Arc<PodInfo>>,
+        scheduled: Vec<(PodKey, Option<NodeId>)>,
+    ) -> GroupCycle {
+        GroupCycle::new(
+            g,
+            true,
+            pods.into_iter().enumerate().map(|(i, p)| (i as u64, p)).collect(),
+            scheduled,
+        )
+    }
+
+    fn gang_plugins() -> Vec<Box<dyn PlacementFeasible>> {
+        vec![Box::new(GangScheduling)]
+    }
+
+    fn snapshot(cpus: &[i64]) -> Snapshot {
+        let mut s = Snapshot::new();
+        for (i, c) in cpus.iter().enumerate() {
+            s.upsert_node(node(&format!("n{i}"), *c, &[]));
+        }
+        s
+    }
+
+    #[test]
+    fn cycle_order_is_priority_then_arrival() {
+        let mut hi = (*pod("hi", 100, Some("pg"), None)).clone();
+        hi.priority = 10;
+        let c = GroupCycle::new(
+            group("pg", Some(1), None),
+            true,
+            vec![
+                (5, pod("late", 100, Some("pg"), None)),
+                (9, Arc::new(hi)),
+                (1, pod("early", 100, Some("pg"), None)),
+            ],
+            vec![],
+        );
+        let names: Vec<&str> = c.pods.iter().map(|p| p.key.name.as_str()).collect();
+        assert_eq!(names, ["hi", "early", "late"]);
+    }
+
+    #[test]
+    fn gang_is_feasible_only_when_min_count_pods_fit() {
+        let mut snap = snapshot(&[2000]);
+        let pods: Vec<_> = (0..3).map(|i| pod(&format!("p{i}"), 1000, Some("pg"), None)).collect();
+        let c = cycle(group("pg", Some(3), None), pods, vec![]);
+        let nodes = snap.node_ids().to_vec();
+        let mark = snap.checkpoint();
+        let a = run_group_in_nodes(&FirstFit, &mut snap, &c, &nodes, &gang_plugins(), None);
+        assert!(!a.is_feasible());
+        assert_eq!(a.placed.len(), 2);
+        assert_eq!(a.failed.len(), 1);
+        snap.rollback(mark);
+        assert_eq!(snap.node(nodes[0]).requested.cpu, 0, "rollback leaves nothing assumed");
+    }
+
+    #[test]
+    fn gang_with_min_count_below_size_places_what_fits() {
+        let mut snap = snapshot(&[3000]);
+        let pods: Vec<_> = (0..4).map(|i| pod(&format!("p{i}"), 1000, Some("pg"), None)).collect();
+        let c = cycle(group("pg", Some(3), None), pods, vec![]);
+        let nodes = snap.node_ids().to_vec();
+        let a = run_group_in_nodes(&FirstFit, &mut snap, &c, &nodes, &gang_plugins(), None);
+        assert!(a.is_feasible());
+        assert_eq!(a.placed.len(), 3);
+        assert_eq!(a.failed.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [3]);
+    }
+
+    #[test]
+    fn bound_members_count_toward_min_count() {
+        let mut snap = snapshot(&[1000]);
+        let c = cycle(
+            group("pg", Some(3), None),
+            vec![pod("p4", 1000, Some("pg"), None)],
+            vec![
+                (PodKey::new("default", "p1"), None),
+                (PodKey::new("default", "p2"), None),
+                (PodKey::new("default", "p3"), None),
+            ],
+        );
+        let nodes = snap.node_ids().to_vec();
+        let a = run_group_in_nodes(&FirstFit, &mut snap, &c, &nodes, &gang_plugins(), None);
+        assert!(a.is_feasible(), "3 bound + 1 placed >= minCount 3");
+        assert_eq!(c.needed(), 1);
+    }
+
+    #[test]
+    fn basic_group_is_feasible_with_one_pod() {
+        let mut snap = snapshot(&[1000]);
+        let pods = vec![pod("big", 3000, Some("pg"), None), pod("small", 1000, Some("pg"), None)];
+        let c = cycle(group("pg", None, None), pods, vec![]);
+        let nodes = snap.node_ids().to_vec();
+        let a = run_group_in_nodes(&FirstFit, &mut snap, &c, &nodes, &gang_plugins(), None);
+        assert!(a.is_feasible());
+        assert_eq!(a.placed, vec![(1, nodes[0])]);
+    }
+
+    #[test]
+    fn nothing_placed_is_never_feasible() {
+        let mut snap = snapshot(&[500]);
+        let c = cycle(group("pg", None, None), vec![pod("p", 1000, Some("pg"), None)], vec![]);
+        let nodes = snap.node_ids().to_vec();
+        let a = run_group_in_nodes(&FirstFit, &mut snap, &c, &nodes, &[], None);
+        assert!(!a.is_feasible());
+    }
+
+    #[test]
+    fn early_rejection_stops_once_min_count_is_out_of_reach() {
+        let mut snap = snapshot(&[1000]);
+        let pods: Vec<_> = (0..5).map(|i| pod(&format!("p{i}"), 1000, Some("pg"), None)).collect();
+        let c = cycle(group("pg", Some(5), None), pods, vec![]);
+        let nodes = snap.node_ids().to_vec();
+        let a = run_group_in_nodes(&FirstFit, &mut snap, &c, &nodes, &gang_plugins(), None);
+        assert!(!a.is_feasible());
+        assert_eq!(a.placed.len(), 1);
+        assert_eq!(a.failed.len(), 1, "p1 fails; then 1 scheduled + 3 remaining < 5");
+        assert_eq!(a.skipped, vec![2, 3, 4]);
+        assert_eq!(
+            a.verdict,
+            Verdict::Unschedulable("minCount (5) cannot be satisfied: 1 scheduled, 3 remaining".into())
+        );
+    }
+
+    #[test]
+    fn identical_pods_after_a_failure_reuse_its_fit_error() {
+        struct Counting<'a>(&'a std::cell::Cell<u32>);
+        impl PodScheduler for Counting<'_> {
+            fn find_node(
+                &self,
+                snap: &Snapshot,
+                pod: &PodInfo,
+                nodes: &[NodeId],
+            ) -> Result<NodeId, FitError> {
+                self.0.set(self.0.get() + 1);
+                FirstFit.find_node(snap, pod, nodes)
+            }
+            fn filter_node(&self, snap: &Snapshot, pod: &PodInfo, node: NodeId) -> Status {
+                FirstFit.filter_node(snap, pod, node)
+            }
+            fn feasible_nodes(
+                &self,
+                snap: &Snapshot,
+                pod: &PodInfo,
+                nodes: &[NodeId],
+            ) -> Result<Vec<NodeId>, FitError> {
+                FirstFit.feasible_nodes(snap, pod, nodes)
+            }
+        }
+        let calls = std::cell::Cell::new(0);
+        let mut snap = snapshot(&[1000]);
+        let pods: Vec<_> = (0..6).map(|i| pod(&format!("p{i}"), 1000, Some("pg"), None)).collect();
+        let c = cycle(group("pg", None, None), pods, vec![]);
+        let nodes = snap.node_ids().to_vec();
+        let a = run_group_in_nodes(&Counting(&calls), &mut snap, &c, &nodes, &gang_plugins(), None);
+        assert!(a.is_feasible());
+        assert_eq!(a.failed.len(), 5);
+        assert_eq!(calls.get(), 2, "p0 placed, p1 failed, p2..p5 skipped by signature");
+    }
+
+    #[test]
+    fn cannot_reach_min_count_names_the_numbers() {
+        let c = cycle(
+            group("pg", Some(4), None),
+            vec![pod("p", 1, Some("pg"), None)],
+            vec![(PodKey::new("default", "b"), None)],
+        );
+        assert_eq!(
+            c.cannot_reach_min_count().unwrap(),
+            "minCount (4) cannot be satisfied: 1 scheduled, 1 remaining"
+        );
+    }
+
+    #[test]
+    fn gang_scheduling_gate_off_treats_gang_as_basic() {
+        let c = GroupCycle::new(
+            group("pg", Some(3), None),
+            false,
+            vec![(0, pod("p", 1, Some("pg"), None))],
+            vec![],
+        );
+        assert!(!c.gang);
+        assert_eq!(c.min_count, 1);
+    }
+
+    #[test]
+    fn dominant_reason_prefers_count_then_text() {
+        let mut fit = FitError { num_nodes: 5, ..Default::default() };
+        fit.add("b");
+        fit.add("b");
+        fit.add("a");
+        fit.add("a");
+        fit.add("c");
+        assert_eq!(dominant_reason(&fit).as_deref(), Some("a"));
+        assert_eq!(Status::error("x", "y").code, Code::Error);
+    }
+
+    proptest! {
+        /// A gang is all or nothing: either at least minCount pods are placed and the verdict
+        /// is feasible, or the verdict is not feasible.
+        #[test]
+        fn gang_is_all_or_nothing(
+            cpus in proptest::collection::vec(0i64..4000, 1..6),
+            reqs in proptest::collection::vec(1i64..3000, 1..8),
+            min in 1i32..8,
+        ) {
+            let mut snap = snapshot(&cpus);
+            let pods: Vec<_> = reqs.iter().enumerate().map(|(i, r)| pod(&format!("p{i}"), *r, Some("pg"), None)).collect();
+            let c = cycle(group("pg", Some(min), None), pods, vec![]);
+            let nodes = snap.node_ids().to_vec();
+            let a = run_group_in_nodes(&FirstFit, &mut snap, &c, &nodes, &gang_plugins(), None);
+            prop_assert_eq!(a.is_feasible(), a.placed.len() as i32 >= min);
+            // No node is over its allocatable.
+            for n in snap.nodes() {
+                prop_assert!(n.requested.cpu <= n.info.allocatable.cpu);
+            }
+        }
+    }
+}

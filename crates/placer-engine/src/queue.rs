@@ -1,1 +1,583 @@
-//! (to be written)
+//! The scheduling queue: which pod is tried next, and when a pod that failed is tried again.
+//!
+//! Every pod waiting to be scheduled is in exactly one of four places:
+//! * **active**: ready now; popped in order of priority (higher first), then first arrival
+//!   (earlier first);
+//! * **backoff**: failed recently and an event could help it, ready again at a virtual time
+//!   (exponential backoff from `pod_initial_backoff_ms`, doubling per attempt, capped at
+//!   `pod_max_backoff_ms`);
+//! * **unschedulable**: failed and waits for a cluster event that could help (node added or
+//!   changed, pod deleted or terminated, PodGroup added, group member added); the engine
+//!   decides which events those are and calls [`SchedulingQueue::activate`] /
+//!   [`SchedulingQueue::move_all_unschedulable`];
+//! * **gated**: rejected by PreEnqueue (scheduling gates, PodGroup missing, gang quorum not
+//!   reached); never popped until the engine re-admits it.
+//!
+//! The queue holds no policy beyond ordering and backoff: PreEnqueue verdicts come from the
+//! engine as an [`Admission`]. A popped pod leaves the queue ("in flight"); the engine puts
+//! it back with [`SchedulingQueue::add_failed`] if the attempt fails.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use crate::model::{GroupKey, PodInfo, PodKey};
+
+/// PreEnqueue verdict for a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    /// The pod may be scheduled.
+    Admit,
+    /// The pod waits; the message says why (e.g. `waiting for minCount pods from a gang to
+    /// appear in scheduling queue`).
+    Reject(String),
+}
+
+/// Where a queued pod is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueState {
+    /// Ready to be popped.
+    Active,
+    /// Ready again at `ready_at_ms`.
+    Backoff { ready_at_ms: u64 },
+    /// Waits for an event that could help.
+    Unschedulable,
+    /// Rejected by PreEnqueue, with its message.
+    Gated { reason: String },
+}
+
+/// A pod as the queue keeps it.
+#[derive(Debug, Clone)]
+pub struct QueuedPod {
+    pub pod: Arc<PodInfo>,
+    /// Order of first arrival in the queue (kube's initial attempt timestamp); kept across
+    /// attempts.
+    pub arrival: u64,
+    /// Failed scheduling attempts so far.
+    pub attempts: u32,
+    /// End of the current backoff (virtual ms); 0 when the pod never failed.
+    pub backoff_until_ms: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    queued: QueuedPod,
+    state: QueueState,
+    /// Priority the entry is filed under in `active` (kept to find it again after the pod
+    /// info changed).
+    active_priority: i32,
+}
+
+/// The scheduling queue. Deterministic: every order is by (priority, arrival), never by
+/// hash order.
+#[derive(Debug, Clone)]
+pub struct SchedulingQueue {
+    initial_backoff_ms: u64,
+    max_backoff_ms: u64,
+    entries: FxHashMap<PodKey, Entry>,
+    active: BTreeMap<(Reverse<i32>, u64), PodKey>,
+    backoff: BTreeMap<(u64, u64), PodKey>,
+    /// Arrival order of pods in the unschedulable pool.
+    unschedulable: BTreeMap<u64, PodKey>,
+    /// The subset of `unschedulable` whose feasibility depends on where other pods run
+    /// ([`depends_on_other_pods`]).
+    unschedulable_pod_dependent: BTreeMap<u64, PodKey>,
+    /// Queued pods of each PodGroup (any state), by arrival.
+    groups: FxHashMap<GroupKey, BTreeSet<(u64, PodKey)>>,
+    next_arrival: u64,
+}
+
+impl SchedulingQueue {
+    /// An empty queue with the given backoff bounds (virtual milliseconds).
+    pub fn new(initial_backoff_ms: u64, max_backoff_ms: u64) -> Self {
+        SchedulingQueue {
+            initial_backoff_ms,
+            max_backoff_ms: max_backoff_ms.max(initial_backoff_ms),
+            entries: FxHashMap::default(),
+            active: BTreeMap::new(),
+            backoff: BTreeMap::new(),
+            unschedulable: BTreeMap::new(),
+            unschedulable_pod_dependent: BTreeMap::new(),
+            groups: FxHashMap::default(),
+            next_arrival: 0,
+        }
+    }
+
+    /// Backoff after `attempts` failed attempts: initial x 2^(attempts-1), capped at max.
+    pub fn backoff_ms(&self, attempts: u32) -> u64 {
+        if attempts == 0 {
+            return 0;
+        }
+        let shift = (attempts - 1).min(62);
+        self.initial_backoff_ms.saturating_mul(1u64 << shift).min(self.max_backoff_ms)
+    }
+
+    /// Number of queued pods (any state; in-flight pods are not counted).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// No pod is queued.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Whether the pod is queued.
+    pub fn contains(&self, key: &PodKey) -> bool {
+        self.entries.contains_key(key)
+    }
+
+    /// Where the pod is, if queued.
+    pub fn state(&self, key: &PodKey) -> Option<&QueueState> {
+        self.entries.get(key).map(|e| &e.state)
+    }
+
+    /// The queued version of a pod.
+    pub fn get(&self, key: &PodKey) -> Option<&QueuedPod> {
+        self.entries.get(key).map(|e| &e.queued)
+    }
+
+    /// Number of pods ready to pop.
+    pub fn active_len(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Adds a new pod, or refreshes the pod info of a queued one (keeping its arrival,
+    /// attempts and state, except that a gated pod moves on if `admission` now admits it
+    /// and an admitted pod is gated if `admission` rejects it). Returns true when the pod
+    /// was new.
+    pub fn upsert(&mut self, pod: Arc<PodInfo>, admission: Admission, now_ms: u64) -> bool {
+        let key = pod.key.clone();
+        if let Some(mut entry) = self.take_entry(&key) {
+            entry.queued.pod = pod;
+            let state = match (entry.state, admission) {
+                (QueueState::Gated { .. }, Admission::Admit) => self.ready_state(&entry.queued, now_ms),
+                (_, Admission::Reject(reason)) => QueueState::Gated { reason },
+                (state, Admission::Admit) => state,
+            };
+            self.insert_entry(entry.queued, state);
+            return false;
+        }
+        let queued = QueuedPod { pod, arrival: self.next_arrival, attempts: 0, backoff_until_ms: 0 };
+        self.next_arrival += 1;
+        let state = match admission {
+            Admission::Admit => QueueState::Active,
+            Admission::Reject(reason) => QueueState::Gated { reason },
+        };
+        self.insert_entry(queued, state);
+        true
+    }
+
+    /// Puts back a pod whose scheduling attempt failed: one more attempt, a new backoff
+    /// from `now_ms`, and into the unschedulable pool (it waits for an event).
+    pub fn add_failed(&mut self, mut queued: QueuedPod, now_ms: u64) {
+        self.remove(&queued.pod.key);
+        queued.attempts = queued.attempts.saturating_add(1);
+        queued.backoff_until_ms = now_ms.saturating_add(self.backoff_ms(queued.attempts));
+        self.insert_entry(queued, QueueState::Unschedulable);
+    }
+
+    /// Puts back a pod to be retried after its backoff without waiting for an event (e.g.
+    /// a failed binding).
+    pub fn add_backoff(&mut self, mut queued: QueuedPod, now_ms: u64) {
+        self.remove(&queued.pod.key);
+        queued.attempts = queued.attempts.saturating_add(1);
+        queued.backoff_until_ms = now_ms.saturating_add(self.backoff_ms(queued.attempts));
+        let state = self.ready_state(&queued, now_ms);
+        self.insert_entry(queued, state);
+    }
+
+    /// Puts back a popped pod unchanged (e.g. it was pulled for a cycle that ended without a
+    /// verdict for it), ready now or after its pending backoff.
+    pub fn requeue(&mut self, queued: QueuedPod, now_ms: u64) {
+        self.remove(&queued.pod.key);
+        let state = self.ready_state(&queued, now_ms);
+        self.insert_entry(queued, state);
+    }
+
+    /// Gates a queued pod (PreEnqueue rejected it at pop time or after a change).
+    pub fn gate(&mut self, queued: QueuedPod, reason: String) {
+        self.remove(&queued.pod.key);
+        self.insert_entry(queued, QueueState::Gated { reason });
+    }
+
+    /// Removes a pod from the queue (deleted, bound elsewhere, no longer ours).
+    pub fn remove(&mut self, key: &PodKey) -> Option<QueuedPod> {
+        self.take_entry(key).map(|e| e.queued)
+    }
+
+    /// Moves an unschedulable or gated pod on: to backoff if its backoff has not expired,
+    /// else to active. Gated pods are only moved when `admission` admits them (else their
+    /// reason is refreshed). Active and backoff pods stay. Returns true when it moved.
+    pub fn activate(&mut self, key: &PodKey, admission: Admission, now_ms: u64) -> bool {
+        let Some(entry) = self.entries.get(key) else { return false };
+        match (&entry.state, admission) {
+            (QueueState::Unschedulable, _) | (QueueState::Gated { .. }, Admission::Admit) => {
+                if let Some(entry) = self.take_entry(key) {
+                    let state = self.ready_state(&entry.queued, now_ms);
+                    self.insert_entry(entry.queued, state);
+                }
+                true
+            }
+            (QueueState::Gated { .. }, Admission::Reject(reason)) => {
+                if let Some(entry) = self.entries.get_mut(key) {
+                    entry.state = QueueState::Gated { reason };
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Moves every pod of the unschedulable pool for which `could_help` holds to backoff or
+    /// active (an event happened that could make them schedulable). Returns how many moved.
+    pub fn move_all_unschedulable(
+        &mut self,
+        now_ms: u64,
+        mut could_help: impl FnMut(&PodInfo) -> bool,
+    ) -> usize {
+        let keys: Vec<PodKey> = self
+            .unschedulable
+            .values()
+            .filter(|k| self.entries.get(*k).is_some_and(|e| could_help(&e.queued.pod)))
+            .cloned()
+            .collect();
+        for key in &keys {
+            if let Some(entry) = self.take_entry(key) {
+                let state = self.ready_state(&entry.queued, now_ms);
+                self.insert_entry(entry.queued, state);
+            }
+        }
+        keys.len()
+    }
+
+    /// Moves every unschedulable pod whose feasibility depends on other pods' placement
+    /// (required inter-pod affinity, hard topology spread) on: a pod was assigned or changed
+    /// its labels. Cheap: only that subset of the pool is visited. Returns how many moved.
+    pub fn move_pod_dependent_unschedulable(&mut self, now_ms: u64) -> usize {
+        let keys: Vec<PodKey> = self.unschedulable_pod_dependent.values().cloned().collect();
+        for key in &keys {
+            if let Some(entry) = self.take_entry(key) {
+                let state = self.ready_state(&entry.queued, now_ms);
+                self.insert_entry(entry.queued, state);
+            }
+        }
+        keys.len()
+    }
+
+    /// Moves pods whose backoff expired at `now_ms` from backoff to active.
+    pub fn flush_backoff(&mut self, now_ms: u64) {
+        while let Some((&(ready_at, arrival), _)) = self.backoff.first_key_value() {
+            if ready_at > now_ms {
+                break;
+            }
+            if let Some(key) = self.backoff.remove(&(ready_at, arrival)) {
+                if let Some(entry) = self.take_entry_detached(&key) {
+                    self.insert_entry(entry.queued, QueueState::Active);
+                }
+            }
+        }
+    }
+
+    /// Pops the next active pod (after moving expired backoffs), removing it from the queue.
+    pub fn pop(&mut self, now_ms: u64) -> Option<QueuedPod> {
+        self.flush_backoff(now_ms);
+        let (_, key) = self.active.pop_first()?;
+        self.take_entry_detached(&key).map(|e| e.queued)
+    }
+
+    /// Removes and returns a specific pod if it is queued and not gated (kube's
+    /// `PopSpecificPod`, used to gather the other members of a PodGroup).
+    pub fn take_ungated(&mut self, key: &PodKey) -> Option<QueuedPod> {
+        match self.entries.get(key) {
+            Some(e) if !matches!(e.state, QueueState::Gated { .. }) => self.remove(key),
+            _ => None,
+        }
+    }
+
+    /// Keys of the queued pods of a PodGroup (any state), in arrival order.
+    pub fn group_members(&self, group: &GroupKey) -> Vec<PodKey> {
+        self.groups.get(group).map(|s| s.iter().map(|(_, k)| k.clone()).collect()).unwrap_or_default()
+    }
+
+    /// Keys of the gated pods, in arrival order, with their reasons.
+    pub fn gated(&self) -> Vec<(PodKey, String)> {
+        let mut v: Vec<(u64, PodKey, String)> = self
+            .entries
+            .iter()
+            .filter_map(|(k, e)| match &e.state {
+                QueueState::Gated { reason } => Some((e.queued.arrival, k.clone(), reason.clone())),
+                _ => None,
+            })
+            .collect();
+        v.sort();
+        v.into_iter().map(|(_, k, r)| (k, r)).collect()
+    }
+
+    /// Keys of every queued pod, in arrival order.
+    pub fn keys(&self) -> Vec<PodKey> {
+        let mut v: Vec<(u64, PodKey)> =
+            self.entries.iter().map(|(k, e)| (e.queued.arrival, k.clone())).collect();
+        v.sort();
+        v.into_iter().map(|(_, k)| k).collect()
+    }
+
+    /// The earliest time a backed-off pod becomes ready.
+    pub fn next_backoff_ms(&self) -> Option<u64> {
+        self.backoff.first_key_value().map(|(&(t, _), _)| t)
+    }
+
+    // ---- internals ----
+
+    fn ready_state(&self, queued: &QueuedPod, now_ms: u64) -> QueueState {
+        if queued.backoff_until_ms > now_ms {
+            QueueState::Backoff { ready_at_ms: queued.backoff_until_ms }
+        } else {
+            QueueState::Active
+        }
+    }
+
+    fn group_key(pod: &PodInfo) -> Option<GroupKey> {
+        pod.group.as_ref().map(|g| GroupKey::new(pod.key.namespace.clone(), g.clone()))
+    }
+
+    fn insert_entry(&mut self, queued: QueuedPod, state: QueueState) {
+        let key = queued.pod.key.clone();
+        let priority = queued.pod.priority;
+        match &state {
+            QueueState::Active => {
+                self.active.insert((Reverse(priority), queued.arrival), key.clone());
+            }
+            QueueState::Backoff { ready_at_ms } => {
+                self.backoff.insert((*ready_at_ms, queued.arrival), key.clone());
+            }
+            QueueState::Unschedulable => {
+                self.unschedulable.insert(queued.arrival, key.clone());
+                if depends_on_other_pods(&queued.pod) {
+                    self.unschedulable_pod_dependent.insert(queued.arrival, key.clone());
+                }
+            }
+            QueueState::Gated { .. } => {}
+        }
+        if let Some(g) = Self::group_key(&queued.pod) {
+            self.groups.entry(g).or_default().insert((queued.arrival, key.clone()));
+        }
+        self.entries.insert(key, Entry { queued, state, active_priority: priority });
+    }
+
+    /// Removes an entry from every index.
+    fn take_entry(&mut self, key: &PodKey) -> Option<Entry> {
+        let entry = self.entries.get(key)?;
+        match &entry.state {
+            QueueState::Active => {
+                self.active.remove(&(Reverse(entry.active_priority), entry.queued.arrival));
+            }
+            QueueState::Backoff { ready_at_ms } => {
+                self.backoff.remove(&(*ready_at_ms, entry.queued.arrival));
+            }
+            QueueState::Unschedulable => {
+                self.unschedulable.remove(&entry.queued.arrival);
+                self.unschedulable_pod_dependent.remove(&entry.queued.arrival);
+            }
+            QueueState::Gated { .. } => {}
+        }
+        self.take_entry_detached(key)
+    }
+
+    /// Removes an entry whose state index was already cleared by the caller.
+    fn take_entry_detached(&mut self, key: &PodKey) -> Option<Entry> {
+        let entry = self.entries.remove(key)?;
+        if let Some(g) = Self::group_key(&entry.queued.pod) {
+            if let Some(set) = self.groups.get_mut(&g) {
+                set.remove(&(entry.queued.arrival, key.clone()));
+                if set.is_empty() {
+                    self.groups.remove(&g);
+                }
+            }
+        }
+        Some(entry)
+    }
+}
+
+/// Whether a pod's feasibility can change when other pods are placed: required inter-pod
+/// affinity, or a topology spread constraint with `whenUnsatisfiable: DoNotSchedule`.
+pub fn depends_on_other_pods(pod: &PodInfo) -> bool {
+    let Some(spec) = pod.pod.spec.as_ref() else { return false };
+    let affinity = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.pod_affinity.as_ref())
+        .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+        .is_some_and(|terms| !terms.is_empty());
+    let spread = spec
+        .topology_spread_constraints
+        .as_ref()
+        .is_some_and(|c| c.iter().any(|c| c.when_unsatisfiable == "DoNotSchedule"));
+    affinity || spread
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use placer_api::k8s::api::core::v1::{Pod, PodSchedulingGroup, PodSpec};
+    use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn pod(name: &str, priority: i32, group: Option<&str>) -> Arc<PodInfo> {
+        let p = Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                priority: Some(priority),
+                scheduling_group: group.map(|g| PodSchedulingGroup { pod_group_name: Some(g.into()) }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        Arc::new(PodInfo::from_pod(Arc::new(p)).unwrap())
+    }
+
+    fn names(q: &mut SchedulingQueue, now: u64) -> Vec<String> {
+        std::iter::from_fn(|| q.pop(now)).map(|p| p.pod.key.name.clone()).collect()
+    }
+
+    #[test]
+    fn pops_higher_priority_first_then_first_arrival() {
+        let mut q = SchedulingQueue::new(1000, 10_000);
+        q.upsert(pod("a", 0, None), Admission::Admit, 0);
+        q.upsert(pod("b", 10, None), Admission::Admit, 0);
+        q.upsert(pod("c", 0, None), Admission::Admit, 0);
+        q.upsert(pod("d", 10, None), Admission::Admit, 0);
+        assert_eq!(names(&mut q, 0), ["b", "d", "a", "c"]);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn arrival_order_survives_a_failed_attempt() {
+        let mut q = SchedulingQueue::new(0, 0);
+        q.upsert(pod("first", 0, None), Admission::Admit, 0);
+        q.upsert(pod("second", 0, None), Admission::Admit, 0);
+        let first = q.pop(0).unwrap();
+        q.add_failed(first, 0);
+        assert_eq!(q.move_all_unschedulable(0, |_| true), 1);
+        assert_eq!(names(&mut q, 0), ["first", "second"]);
+    }
+
+    #[test]
+    fn backoff_doubles_per_attempt_up_to_the_maximum() {
+        let q = SchedulingQueue::new(1000, 10_000);
+        let got: Vec<u64> = (0..7).map(|a| q.backoff_ms(a)).collect();
+        assert_eq!(got, [0, 1000, 2000, 4000, 8000, 10_000, 10_000]);
+        assert_eq!(q.backoff_ms(u32::MAX), 10_000);
+    }
+
+    #[test]
+    fn failed_pod_waits_for_an_event_then_for_its_backoff() {
+        let mut q = SchedulingQueue::new(1000, 10_000);
+        q.upsert(pod("p", 0, None), Admission::Admit, 0);
+        let p = q.pop(0).unwrap();
+        q.add_failed(p, 100);
+        assert_eq!(q.state(&PodKey::new("default", "p")), Some(&QueueState::Unschedulable));
+        assert!(q.pop(5000).is_none(), "no event: stays unschedulable however long it waits");
+        q.move_all_unschedulable(500, |_| true);
+        assert_eq!(q.state(&PodKey::new("default", "p")), Some(&QueueState::Backoff { ready_at_ms: 1100 }));
+        assert_eq!(q.next_backoff_ms(), Some(1100));
+        assert!(q.pop(1099).is_none());
+        assert_eq!(q.pop(1100).unwrap().attempts, 1);
+    }
+
+    #[test]
+    fn event_after_backoff_expired_activates_immediately() {
+        let mut q = SchedulingQueue::new(1000, 10_000);
+        q.upsert(pod("p", 0, None), Admission::Admit, 0);
+        let p = q.pop(0).unwrap();
+        q.add_failed(p, 0);
+        q.move_all_unschedulable(2000, |_| true);
+        assert_eq!(q.state(&PodKey::new("default", "p")), Some(&QueueState::Active));
+    }
+
+    #[test]
+    fn gated_pods_never_pop_until_admitted() {
+        let mut q = SchedulingQueue::new(0, 0);
+        q.upsert(pod("g", 0, Some("pg")), Admission::Reject("waiting".into()), 0);
+        assert!(q.pop(0).is_none());
+        assert_eq!(q.gated(), vec![(PodKey::new("default", "g"), "waiting".to_string())]);
+        // Events that move unschedulable pods do not release gated ones.
+        q.move_all_unschedulable(0, |_| true);
+        assert!(q.pop(0).is_none());
+        assert!(!q.activate(&PodKey::new("default", "g"), Admission::Reject("still".into()), 0));
+        assert_eq!(q.gated()[0].1, "still");
+        assert!(q.activate(&PodKey::new("default", "g"), Admission::Admit, 0));
+        assert_eq!(q.pop(0).unwrap().pod.key.name, "g");
+    }
+
+    #[test]
+    fn upsert_refreshes_priority_of_an_active_pod() {
+        let mut q = SchedulingQueue::new(0, 0);
+        q.upsert(pod("a", 0, None), Admission::Admit, 0);
+        q.upsert(pod("b", 0, None), Admission::Admit, 0);
+        assert!(!q.upsert(pod("b", 5, None), Admission::Admit, 0));
+        assert_eq!(names(&mut q, 0), ["b", "a"]);
+    }
+
+    #[test]
+    fn group_members_are_listed_in_arrival_order_and_can_be_taken() {
+        let mut q = SchedulingQueue::new(0, 0);
+        q.upsert(pod("m2", 0, Some("pg")), Admission::Admit, 0);
+        q.upsert(pod("x", 0, None), Admission::Admit, 0);
+        q.upsert(pod("m1", 0, Some("pg")), Admission::Reject("gates".into()), 0);
+        q.upsert(pod("m3", 0, Some("pg")), Admission::Admit, 0);
+        let g = GroupKey::new("default", "pg");
+        let members: Vec<String> = q.group_members(&g).into_iter().map(|k| k.name).collect();
+        assert_eq!(members, ["m2", "m1", "m3"]);
+        assert!(q.take_ungated(&PodKey::new("default", "m1")).is_none(), "gated members stay");
+        assert_eq!(q.take_ungated(&PodKey::new("default", "m3")).unwrap().pod.key.name, "m3");
+        assert_eq!(names(&mut q, 0), ["m2", "x"]);
+        assert_eq!(q.group_members(&g).len(), 1);
+    }
+
+    #[test]
+    fn pod_assignments_move_only_pods_that_depend_on_other_pods() {
+        let mut q = SchedulingQueue::new(0, 0);
+        let plain = pod("plain", 0, None);
+        let mut with_affinity = (*pod("affine", 0, None)).clone();
+        let mut p = (*with_affinity.pod).clone();
+        p.spec.as_mut().unwrap().affinity = Some(
+            serde_json::from_value(serde_json::json!({
+                "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "db"}}}
+                ]}
+            }))
+            .unwrap(),
+        );
+        with_affinity.pod = Arc::new(p);
+        let with_affinity = Arc::new(with_affinity);
+        assert!(depends_on_other_pods(&with_affinity));
+        assert!(!depends_on_other_pods(&plain));
+        for p in [plain, with_affinity] {
+            q.upsert(p, Admission::Admit, 0);
+            let popped = q.pop(0).unwrap();
+            q.add_failed(popped, 0);
+        }
+        assert_eq!(q.move_pod_dependent_unschedulable(0), 1);
+        assert_eq!(q.state(&PodKey::new("default", "affine")), Some(&QueueState::Active));
+        assert_eq!(q.state(&PodKey::new("default", "plain")), Some(&QueueState::Unschedulable));
+    }
+
+    #[test]
+    fn remove_forgets_the_pod_everywhere() {
+        let mut q = SchedulingQueue::new(1000, 1000);
+        q.upsert(pod("a", 0, Some("pg")), Admission::Admit, 0);
+        let a = q.pop(0).unwrap();
+        q.add_backoff(a, 0);
+        assert_eq!(q.next_backoff_ms(), Some(1000));
+        assert!(q.remove(&PodKey::new("default", "a")).is_some());
+        assert!(q.is_empty());
+        assert_eq!(q.next_backoff_ms(), None);
+        assert!(q.group_members(&GroupKey::new("default", "pg")).is_empty());
+    }
+}

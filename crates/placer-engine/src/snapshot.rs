@@ -22,11 +22,54 @@ pub struct NodeState {
     /// Like `requested`, with zero cpu / memory requests counted as the scoring defaults.
     pub non_zero_requested: Resources,
     pub pods: Vec<Arc<PodInfo>>,
+    /// How many of `pods` have pod affinity or anti-affinity (required or preferred).
+    pub pods_with_affinity: u32,
+    /// How many of `pods` have required pod anti-affinity.
+    pub pods_with_required_anti_affinity: u32,
+    /// Copy of `info.allocatable`, kept beside `requested` so per-node loops read one
+    /// contiguous struct.
+    pub allocatable: Resources,
+    /// Facts about the node object the filters check on every attempt.
+    pub flags: NodeFlags,
+}
+
+/// Per-node facts read by the filters on every attempt, derived once from the node object.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeFlags {
+    /// `spec.unschedulable`.
+    pub unschedulable: bool,
+    /// The node carries a NoSchedule or NoExecute taint, or is not ready (and so carries
+    /// `node.kubernetes.io/not-ready:NoExecute`).
+    pub has_hard_taints: bool,
+    /// The node carries a PreferNoSchedule taint.
+    pub has_prefer_no_schedule_taints: bool,
+}
+
+impl NodeFlags {
+    /// The flags of a node.
+    pub fn of(info: &NodeStatic) -> NodeFlags {
+        let taints = info.node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or(&[]);
+        NodeFlags {
+            unschedulable: info.unschedulable,
+            has_hard_taints: !info.ready
+                || taints.iter().any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute"),
+            has_prefer_no_schedule_taints: taints.iter().any(|t| t.effect == "PreferNoSchedule"),
+        }
+    }
 }
 
 impl NodeState {
     fn new(info: Arc<NodeStatic>) -> Self {
-        NodeState { info, requested: Resources::default(), non_zero_requested: Resources::default(), pods: Vec::new() }
+        NodeState {
+            allocatable: info.allocatable.clone(),
+            flags: NodeFlags::of(&info),
+            info,
+            requested: Resources::default(),
+            non_zero_requested: Resources::default(),
+            pods: Vec::new(),
+            pods_with_affinity: 0,
+            pods_with_required_anti_affinity: 0,
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -45,6 +88,8 @@ impl NodeState {
         self.requested.pods += 1;
         self.non_zero_requested.add(&non_zero(&pod.requests));
         self.non_zero_requested.pods += 1;
+        self.pods_with_affinity += u32::from(pod.has_pod_affinity());
+        self.pods_with_required_anti_affinity += u32::from(pod.has_required_pod_anti_affinity());
         self.pods.push(pod);
     }
 
@@ -55,6 +100,8 @@ impl NodeState {
         self.requested.pods -= 1;
         self.non_zero_requested.sub(&non_zero(&pod.requests));
         self.non_zero_requested.pods -= 1;
+        self.pods_with_affinity -= u32::from(pod.has_pod_affinity());
+        self.pods_with_required_anti_affinity -= u32::from(pod.has_required_pod_anti_affinity());
         Some(pod)
     }
 }
@@ -98,6 +145,10 @@ pub struct Snapshot {
     undo: Vec<Undo>,
     /// Bumped on every change (node or pod), for caches.
     generation: u64,
+    /// Pods on live nodes with pod affinity or anti-affinity (required or preferred).
+    pods_with_affinity: u64,
+    /// Pods on live nodes with required pod anti-affinity.
+    pods_with_required_anti_affinity: u64,
 }
 
 impl Snapshot {
@@ -109,12 +160,37 @@ impl Snapshot {
         self.generation
     }
 
+    /// How many pods on live nodes have pod affinity or anti-affinity terms (required or
+    /// preferred). Zero lets inter-pod affinity skip its work.
+    pub fn num_pods_with_affinity(&self) -> u64 {
+        self.pods_with_affinity
+    }
+
+    /// How many pods on live nodes have required pod anti-affinity terms.
+    pub fn num_pods_with_required_anti_affinity(&self) -> u64 {
+        self.pods_with_required_anti_affinity
+    }
+
+    /// Runs `f` on a live node, keeping the cluster-wide affinity counters in step.
+    fn with_node<R>(&mut self, id: NodeId, f: impl FnOnce(&mut NodeState) -> R) -> Option<R> {
+        let n = self.nodes[id.0 as usize].as_mut()?;
+        let (aff, anti) = (n.pods_with_affinity, n.pods_with_required_anti_affinity);
+        let r = f(n);
+        self.pods_with_affinity = self.pods_with_affinity + u64::from(n.pods_with_affinity) - u64::from(aff);
+        self.pods_with_required_anti_affinity = self.pods_with_required_anti_affinity
+            + u64::from(n.pods_with_required_anti_affinity)
+            - u64::from(anti);
+        Some(r)
+    }
+
     /// Adds or replaces a node, keeping the pods already on it.
     pub fn upsert_node(&mut self, info: NodeStatic) -> NodeId {
         self.generation += 1;
         let info = Arc::new(info);
         if let Some(&id) = self.by_name.get(&info.name) {
             if let Some(n) = self.nodes[id.0 as usize].as_mut() {
+                n.allocatable = info.allocatable.clone();
+                n.flags = NodeFlags::of(&info);
                 n.info = info;
             }
             return id;
@@ -134,11 +210,17 @@ impl Snapshot {
                 NodeId((self.nodes.len() - 1) as u32)
             }
         };
-        for p in &self.nodes[id.0 as usize].as_ref().expect("just inserted").pods {
+        let state = self.nodes[id.0 as usize].as_ref().expect("just inserted");
+        self.pods_with_affinity += u64::from(state.pods_with_affinity);
+        self.pods_with_required_anti_affinity += u64::from(state.pods_with_required_anti_affinity);
+        for p in &state.pods {
             self.location.insert(p.key.clone(), id);
         }
+        // Keep `order` sorted by name: binary insertion instead of a full re-sort, so
+        // loading n nodes costs O(n log n) comparisons rather than O(n^2 log n).
+        let pos = self.order.partition_point(|other| self.node(*other).name() < name.as_str());
+        self.order.insert(pos, id);
         self.by_name.insert(name, id);
-        self.rebuild_order();
         id
     }
 
@@ -147,20 +229,16 @@ impl Snapshot {
         self.generation += 1;
         if let Some(id) = self.by_name.remove(name) {
             if let Some(state) = self.nodes[id.0 as usize].take() {
+                self.pods_with_affinity -= u64::from(state.pods_with_affinity);
+                self.pods_with_required_anti_affinity -= u64::from(state.pods_with_required_anti_affinity);
                 for p in &state.pods {
                     self.location.remove(&p.key);
                 }
                 self.orphans.insert(name.to_string(), state.pods);
             }
             self.free_ids.push(id);
-            self.rebuild_order();
+            self.order.retain(|other| *other != id);
         }
-    }
-
-    fn rebuild_order(&mut self) {
-        let mut order: Vec<(String, NodeId)> = self.by_name.iter().map(|(n, id)| (n.clone(), *id)).collect();
-        order.sort();
-        self.order = order.into_iter().map(|(_, id)| id).collect();
     }
 
     /// Counts a pod that holds capacity (bound, not terminal). Replaces an earlier version
@@ -175,7 +253,7 @@ impl Snapshot {
         match self.by_name.get(&node_name) {
             Some(&id) => {
                 self.location.insert(pod.key.clone(), id);
-                self.nodes[id.0 as usize].as_mut().expect("live node").add_pod(pod);
+                self.with_node(id, |n| n.add_pod(pod)).expect("live node");
             }
             None => self.orphans.entry(node_name).or_default().push(pod),
         }
@@ -185,7 +263,7 @@ impl Snapshot {
     pub fn remove_pod(&mut self, key: &PodKey) -> Option<Arc<PodInfo>> {
         if let Some(id) = self.location.remove(key) {
             self.generation += 1;
-            return self.nodes[id.0 as usize].as_mut().and_then(|n| n.remove_pod(key));
+            return self.with_node(id, |n| n.remove_pod(key)).flatten();
         }
         for pods in self.orphans.values_mut() {
             if let Some(i) = pods.iter().position(|p| &p.key == key) {
@@ -235,7 +313,7 @@ impl Snapshot {
         self.generation += 1;
         let key = pod.key.clone();
         self.location.insert(key.clone(), node);
-        self.nodes[node.0 as usize].as_mut().expect("live node").add_pod(pod);
+        self.with_node(node, |n| n.add_pod(pod)).expect("live node");
         self.undo.push(Undo::Added(node, key));
     }
 
@@ -244,7 +322,7 @@ impl Snapshot {
     pub fn remove_for_simulation(&mut self, key: &PodKey) -> Option<Arc<PodInfo>> {
         let id = self.location.remove(key)?;
         self.generation += 1;
-        let pod = self.nodes[id.0 as usize].as_mut().and_then(|n| n.remove_pod(key))?;
+        let pod = self.with_node(id, |n| n.remove_pod(key)).flatten()?;
         self.undo.push(Undo::Removed(id, pod.clone()));
         Some(pod)
     }
@@ -256,15 +334,11 @@ impl Snapshot {
             match self.undo.pop().expect("len > mark") {
                 Undo::Added(id, key) => {
                     self.location.remove(&key);
-                    if let Some(n) = self.nodes[id.0 as usize].as_mut() {
-                        n.remove_pod(&key);
-                    }
+                    self.with_node(id, |n| n.remove_pod(&key));
                 }
                 Undo::Removed(id, pod) => {
                     self.location.insert(pod.key.clone(), id);
-                    if let Some(n) = self.nodes[id.0 as usize].as_mut() {
-                        n.add_pod(pod);
-                    }
+                    self.with_node(id, |n| n.add_pod(pod));
                 }
             }
         }
@@ -301,7 +375,11 @@ mod tests {
         req.insert("cpu".to_string(), Quantity(cpu.into()));
         Arc::new(
             PodInfo::from_pod(Arc::new(Pod {
-                metadata: ObjectMeta { name: Some(name.into()), namespace: Some("default".into()), ..Default::default() },
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    namespace: Some("default".into()),
+                    ..Default::default()
+                },
                 spec: Some(PodSpec {
                     node_name: node.map(Into::into),
                     containers: vec![Container {
@@ -348,5 +426,67 @@ mod tests {
         assert_eq!(s.num_nodes(), 0);
         let id = s.upsert_node(node("late-node", "2"));
         assert_eq!(s.node(id).requested.cpu, 1000);
+    }
+
+    #[test]
+    fn nodes_stay_sorted_by_name_as_they_come_and_go() {
+        let mut s = Snapshot::new();
+        for name in ["c", "a", "d", "b"] {
+            s.upsert_node(node(name, "1"));
+        }
+        let names = |s: &Snapshot| s.nodes().map(|n| n.name().to_string()).collect::<Vec<_>>();
+        assert_eq!(names(&s), ["a", "b", "c", "d"]);
+        s.remove_node("b");
+        s.upsert_node(node("aa", "1"));
+        assert_eq!(names(&s), ["a", "aa", "c", "d"]);
+    }
+
+    #[test]
+    fn affinity_counters_follow_assume_rollback_and_node_removal() {
+        use crate::plugins::testing::{affinity_term, match_labels, pod as pod_with};
+        let mut s = Snapshot::new();
+        s.upsert_node(node("a", "4"));
+        let anti = Arc::new(
+            pod_with("anti")
+                .pod_anti_affinity(affinity_term("zone", match_labels(&[("app", "x")])))
+                .on("a")
+                .build(),
+        );
+        let preferred = Arc::new(
+            pod_with("pref")
+                .preferred_pod_affinity(5, affinity_term("zone", match_labels(&[("app", "x")])))
+                .build(),
+        );
+        s.upsert_pod(anti);
+        assert_eq!((s.num_pods_with_affinity(), s.num_pods_with_required_anti_affinity()), (1, 1));
+        let mark = s.checkpoint();
+        let a = s.node_id("a").unwrap();
+        s.assume(preferred, a);
+        assert_eq!((s.num_pods_with_affinity(), s.num_pods_with_required_anti_affinity()), (2, 1));
+        s.rollback(mark);
+        assert_eq!((s.num_pods_with_affinity(), s.num_pods_with_required_anti_affinity()), (1, 1));
+        s.remove_node("a");
+        assert_eq!((s.num_pods_with_affinity(), s.num_pods_with_required_anti_affinity()), (0, 0));
+        s.upsert_node(node("a", "4"));
+        assert_eq!((s.num_pods_with_affinity(), s.num_pods_with_required_anti_affinity()), (1, 1));
+        assert_eq!(s.node(s.node_id("a").unwrap()).pods_with_required_anti_affinity, 1);
+        s.remove_pod(&PodKey::new("default", "anti"));
+        assert_eq!((s.num_pods_with_affinity(), s.num_pods_with_required_anti_affinity()), (0, 0));
+    }
+
+    #[test]
+    fn node_flags_and_allocatable_follow_node_updates() {
+        use crate::plugins::testing::node as node_with;
+        let mut s = Snapshot::new();
+        let id = s.upsert_node(node_with("a").cpu("2").build());
+        assert_eq!(s.node(id).flags, NodeFlags::default());
+        s.upsert_node(node_with("a").cpu("4").taint("k", "v", "NoSchedule").unschedulable().build());
+        let n = s.node(id);
+        assert_eq!(n.allocatable.cpu, 4000);
+        assert!(n.flags.unschedulable && n.flags.has_hard_taints && !n.flags.has_prefer_no_schedule_taints);
+        s.upsert_node(node_with("a").not_ready().taint("k", "v", "PreferNoSchedule").build());
+        let n = s.node(id);
+        assert!(n.flags.has_hard_taints, "not ready counts as a NoExecute taint");
+        assert!(n.flags.has_prefer_no_schedule_taints);
     }
 }

@@ -1,0 +1,496 @@
+//! Engine behaviour as the scenarios describe it: events in, decisions out.
+
+use super::*;
+use crate::observer::NoopObserver;
+use proptest::prelude::*;
+use serde_json::json;
+
+fn node(name: &str, cpu: &str, labels: serde_json::Value) -> ClusterEvent {
+    let n: Node = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "status": {"allocatable": {"cpu": cpu, "pods": "32"}}
+    }))
+    .unwrap();
+    ClusterEvent::NodeUpserted(Arc::new(n))
+}
+
+fn pod_json(name: &str, cpu: &str, group: Option<&str>) -> serde_json::Value {
+    let mut spec =
+        json!({"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]});
+    if let Some(g) = group {
+        spec["schedulingGroup"] = json!({"podGroupName": g});
+    }
+    json!({"metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")}, "spec": spec})
+}
+
+fn pod(name: &str, cpu: &str, group: Option<&str>) -> ClusterEvent {
+    ClusterEvent::PodUpserted(Arc::new(serde_json::from_value(pod_json(name, cpu, group)).unwrap()))
+}
+
+fn bound(name: &str, cpu: &str, group: Option<&str>, node: &str) -> ClusterEvent {
+    let mut v = pod_json(name, cpu, group);
+    v["spec"]["nodeName"] = json!(node);
+    ClusterEvent::PodUpserted(Arc::new(serde_json::from_value(v).unwrap()))
+}
+
+fn pod_group(name: &str, min: Option<i32>, key: Option<&str>) -> ClusterEvent {
+    let mut spec = match min {
+        Some(m) => json!({"schedulingPolicy": {"gang": {"minCount": m}}}),
+        None => json!({"schedulingPolicy": {"basic": {}}}),
+    };
+    if let Some(k) = key {
+        spec["schedulingConstraints"] = json!({"topology": [{"key": k}]});
+    }
+    let pg: PodGroup =
+        serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default"}, "spec": spec}))
+            .unwrap();
+    ClusterEvent::PodGroupUpserted(Arc::new(pg))
+}
+
+fn key(name: &str) -> PodKey {
+    PodKey::new("default", name)
+}
+
+fn engine() -> Engine {
+    Engine::new(SchedulerConfig {
+        pod_initial_backoff_ms: 0,
+        pod_max_backoff_ms: 0,
+        ..SchedulerConfig::default()
+    })
+}
+
+fn apply_all(e: &mut Engine, events: Vec<ClusterEvent>) {
+    for ev in events {
+        e.apply(ev, 0);
+    }
+}
+
+/// Binds as a store would: every `Bind` comes back as a bound pod.
+fn confirm(e: &mut Engine, decisions: &[Decision]) {
+    for d in decisions {
+        if let Decision::Bind { pod, node, .. } = d {
+            let current = e.pod(pod).unwrap().pod.clone();
+            let mut p = (*current).clone();
+            if let Some(spec) = p.spec.as_mut() {
+                spec.node_name = Some(node.clone());
+            }
+            e.apply(ClusterEvent::PodUpserted(Arc::new(p)), 0);
+        }
+    }
+}
+
+fn binds(decisions: &[Decision]) -> Vec<(String, String)> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Bind { pod, node, .. } => Some((pod.name.clone(), node.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn conditions(decisions: &[Decision]) -> Vec<(bool, String)> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::PodGroupCondition { status, reason, .. } => Some((*status, reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn run(e: &mut Engine) -> Vec<Decision> {
+    let d = e.schedule(0, &mut NoopObserver);
+    confirm(e, &d);
+    d
+}
+
+#[test]
+fn single_pod_binds_and_holds_capacity_until_confirmed() {
+    let mut e = engine();
+    apply_all(&mut e, vec![node("n1", "2", json!({})), pod("a", "2", None), pod("b", "1", None)]);
+    let d = e.schedule(0, &mut NoopObserver);
+    assert_eq!(binds(&d), [("a".to_string(), "n1".to_string())]);
+    assert!(e.is_assumed(&key("a")));
+    assert!(d.iter().any(|x| matches!(x, Decision::PodUnschedulable { pod, message, .. }
+        if pod.name == "b" && message == "0/1 nodes are available: 1 Insufficient cpu.")));
+    confirm(&mut e, &d);
+    assert!(!e.is_assumed(&key("a")));
+    assert_eq!(e.snapshot().node(e.snapshot().node_id("n1").unwrap()).requested.cpu, 2000);
+}
+
+#[test]
+fn gang_waits_for_quorum_then_schedules_together() {
+    let mut e = engine();
+    apply_all(
+        &mut e,
+        vec![
+            node("n", "4", json!({})),
+            pod_group("pg", Some(3), None),
+            pod("p1", "1", Some("pg")),
+            pod("p2", "1", Some("pg")),
+        ],
+    );
+    assert!(run(&mut e).is_empty(), "two of three members: held in PreEnqueue, nothing written");
+    assert_eq!(e.queue().gated().len(), 2);
+    e.apply(pod("p3", "1", Some("pg")), 0);
+    let d = run(&mut e);
+    assert_eq!(binds(&d).len(), 3);
+    assert_eq!(conditions(&d), [(true, "Scheduled".to_string())]);
+}
+
+#[test]
+fn gang_members_wait_for_their_pod_group() {
+    let mut e = engine();
+    apply_all(
+        &mut e,
+        vec![node("n", "4", json!({})), pod("p1", "1", Some("pg")), pod("p2", "1", Some("pg"))],
+    );
+    assert!(run(&mut e).is_empty());
+    assert_eq!(e.queue().gated()[0].1, "waiting for pod's pod group \"pg\" to appear in scheduling queue");
+    e.apply(pod_group("pg", Some(2), None), 0);
+    assert_eq!(binds(&run(&mut e)).len(), 2);
+}
+
+#[test]
+fn gang_is_all_or_nothing_and_retries_when_capacity_frees() {
+    let mut e = engine();
+    apply_all(
+        &mut e,
+        vec![node("n", "4", json!({})), bound("blocker", "2", None, "n"), pod_group("pg", Some(3), None)],
+    );
+    for i in 1..=3 {
+        e.apply(pod(&format!("p{i}"), "1", Some("pg")), 0);
+    }
+    let d = run(&mut e);
+    assert!(binds(&d).is_empty(), "2 of 3 fit: nothing binds");
+    assert_eq!(conditions(&d), [(false, "Unschedulable".to_string())]);
+    let msg = d
+        .iter()
+        .find_map(|x| match x {
+            Decision::PodGroupCondition { message, .. } => Some(message.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(msg, "2/3 pods fit: 0/1 nodes are available: 1 Insufficient cpu.");
+    e.apply(ClusterEvent::PodDeleted(key("blocker")), 0);
+    let d = run(&mut e);
+    assert_eq!(binds(&d).len(), 3);
+    assert_eq!(conditions(&d), [(true, "Scheduled".to_string())]);
+}
+
+#[test]
+fn unchanged_condition_is_not_written_twice() {
+    let mut e = engine();
+    apply_all(&mut e, vec![node("n", "1", json!({})), pod_group("pg", Some(2), None)]);
+    apply_all(&mut e, vec![pod("p1", "1", Some("pg")), pod("p2", "1", Some("pg"))]);
+    assert_eq!(conditions(&run(&mut e)).len(), 1);
+    e.apply(node("n", "1", json!({"new": "label"})), 0);
+    let d = run(&mut e);
+    assert_eq!(d.iter().filter(|x| matches!(x, Decision::PodUnschedulable { .. })).count(), 2, "retried");
+    assert!(conditions(&d).is_empty(), "same condition: no write");
+}
+
+#[test]
+fn bound_members_count_and_scheduled_condition_never_regresses() {
+    // Scenario 033: minCount 3 of 4; the fourth follows when capacity frees.
+    let mut e = engine();
+    apply_all(
+        &mut e,
+        vec![node("n", "4", json!({})), bound("small", "1", None, "n"), pod_group("pg", Some(3), None)],
+    );
+    for i in 1..=4 {
+        e.apply(pod(&format!("p{i}"), "1", Some("pg")), 0);
+    }
+    let d = run(&mut e);
+    assert_eq!(binds(&d).len(), 3);
+    assert_eq!(conditions(&d), [(true, "Scheduled".to_string())]);
+    // The fourth pod fails again on an unrelated node change: the group stays Scheduled.
+    e.apply(node("other", "0", json!({})), 0);
+    let d = run(&mut e);
+    assert!(binds(&d).is_empty());
+    assert!(conditions(&d).is_empty(), "True is never set back to False");
+    e.apply(ClusterEvent::PodDeleted(key("small")), 0);
+    assert_eq!(binds(&run(&mut e)), [("p4".to_string(), "n".to_string())]);
+}
+
+#[test]
+fn basic_group_binds_what_fits() {
+    let mut e = engine();
+    apply_all(
+        &mut e,
+        vec![node("n", "4", json!({})), bound("blocker", "2", None, "n"), pod_group("pg", None, None)],
+    );
+    for i in 1..=3 {
+        e.apply(pod(&format!("p{i}"), "1", Some("pg")), 0);
+    }
+    let d = run(&mut e);
+    assert_eq!(binds(&d).len(), 2);
+    assert!(d.iter().any(|x| matches!(x, Decision::PodUnschedulable { pod, .. } if pod.name == "p3")));
+}
+
+#[test]
+fn competing_gangs_do_not_deadlock() {
+    // Scenario 034: the gang whose member arrived first wins whole.
+    let mut e = engine();
+    apply_all(
+        &mut e,
+        vec![node("n", "4", json!({})), pod_group("pg1", Some(3), None), pod_group("pg2", Some(3), None)],
+    );
+    for (name, g) in
+        [("o3", "pg2"), ("p3", "pg1"), ("o2", "pg2"), ("p2", "pg1"), ("o1", "pg2"), ("p1", "pg1")]
+    {
+        e.apply(pod(name, "1", Some(g)), 0);
+    }
+    let d = run(&mut e);
+    let mut names: Vec<String> = binds(&d).into_iter().map(|(p, _)| p).collect();
+    names.sort();
+    assert_eq!(names, ["o1", "o2", "o3"]);
+}
+
+#[test]
+fn topology_gang_lands_in_one_rack_and_later_members_join_it() {
+    // Scenario 011.
+    let mut e = engine();
+    apply_all(
+        &mut e,
+        vec![
+            node("n1", "2", json!({"rack": "rack-1"})),
+            node("n2", "2", json!({"rack": "rack-1"})),
+            node("n3", "2", json!({"rack": "rack-1"})),
+            node("n4", "2", json!({"rack": "rack-2"})),
+            node("n5", "2", json!({"rack": "rack-2"})),
+            node("n6", "2", json!({"rack": "rack-3"})),
+            pod_group("pg", Some(3), Some("rack")),
+        ],
+    );
+    for i in 1..=3 {
+        e.apply(pod(&format!("p{i}"), "1", Some("pg")), 0);
+    }
+    let d = run(&mut e);
+    let b = binds(&d);
+    assert_eq!(b.len(), 3);
+    assert!(b.iter().all(|(_, n)| n == "n4" || n == "n5"), "{b:?}");
+    assert_eq!(
+        d.iter().filter(|x| matches!(x, Decision::Nominate { node: Some(_), .. })).count(),
+        3,
+        "placement pods are prebound via nominatedNodeName"
+    );
+    e.apply(pod("p4", "1", Some("pg")), 0);
+    let b = binds(&run(&mut e));
+    assert_eq!(b.len(), 1);
+    assert!(b[0].1 == "n4" || b[0].1 == "n5");
+    e.apply(pod("p5", "1", Some("pg")), 0);
+    let d = run(&mut e);
+    assert!(binds(&d).is_empty(), "rack-2 is full; other racks are not allowed");
+}
+
+#[test]
+fn members_in_two_domains_fail_with_a_scheduler_error() {
+    // Scenario 029.
+    let mut e = engine();
+    apply_all(
+        &mut e,
+        vec![
+            node("n1", "4", json!({"rack": "r1"})),
+            node("n2", "4", json!({"rack": "r2"})),
+            bound("a1", "1", Some("pg"), "n1"),
+            bound("a2", "1", Some("pg"), "n2"),
+            pod_group("pg", None, Some("rack")),
+            pod("p3", "1", Some("pg")),
+        ],
+    );
+    let d = run(&mut e);
+    assert!(binds(&d).is_empty());
+    assert!(d.iter().any(|x| matches!(x, Decision::PodUnschedulable { reason, message, .. }
+        if reason == "SchedulerError" && message == "more than 1 domain found for pod group: r1, r2")));
+}
+
+#[test]
+fn pods_of_other_schedulers_use_capacity_but_are_never_queued() {
+    let mut e = engine();
+    let mut other = pod_json("other", "1", None);
+    other["spec"]["schedulerName"] = json!("someone-else");
+    apply_all(
+        &mut e,
+        vec![
+            node("n", "1", json!({})),
+            ClusterEvent::PodUpserted(Arc::new(serde_json::from_value(other.clone()).unwrap())),
+        ],
+    );
+    assert!(e.queue().is_empty());
+    other["spec"]["nodeName"] = json!("n");
+    e.apply(ClusterEvent::PodUpserted(Arc::new(serde_json::from_value(other).unwrap())), 0);
+    e.apply(pod("mine", "1", None), 0);
+    assert!(binds(&run(&mut e)).is_empty());
+}
+
+#[test]
+fn failed_binding_forgets_the_assumption_and_retries() {
+    let mut e = engine();
+    apply_all(&mut e, vec![node("n", "1", json!({})), pod("a", "1", None)]);
+    let d = e.schedule(0, &mut NoopObserver);
+    assert_eq!(binds(&d).len(), 1);
+    e.binding_failed(&key("a"), 0);
+    assert!(!e.is_assumed(&key("a")));
+    assert_eq!(e.snapshot().node(e.snapshot().node_id("n").unwrap()).requested.cpu, 0);
+    assert_eq!(binds(&e.schedule(0, &mut NoopObserver)).len(), 1);
+}
+
+#[test]
+fn status_update_before_the_binding_keeps_the_assumption() {
+    let mut e = engine();
+    apply_all(&mut e, vec![node("n", "1", json!({})), pod("a", "1", None), pod("b", "1", None)]);
+    let d = e.schedule(0, &mut NoopObserver);
+    assert_eq!(binds(&d).len(), 1);
+    // The store echoes an older unbound version of `a` (e.g. a status write).
+    e.apply(pod("a", "1", None), 0);
+    assert!(e.is_assumed(&key("a")));
+    assert!(!e.queue().contains(&key("a")));
+}
+
+#[test]
+fn higher_priority_pods_go_first_with_priority_classes() {
+    let mut e = engine();
+    let pc: PriorityClass =
+        serde_json::from_value(json!({"metadata": {"name": "high"}, "value": 1000})).unwrap();
+    let dflt: PriorityClass =
+        serde_json::from_value(json!({"metadata": {"name": "dflt"}, "value": 5, "globalDefault": true}))
+            .unwrap();
+    e.apply(ClusterEvent::PriorityClassUpserted(Arc::new(pc)), 0);
+    e.apply(ClusterEvent::PriorityClassUpserted(Arc::new(dflt)), 0);
+    let mut high = pod_json("high", "1", None);
+    high["spec"]["priorityClassName"] = json!("high");
+    apply_all(
+        &mut e,
+        vec![
+            node("n", "1", json!({})),
+            pod("low", "1", None),
+            ClusterEvent::PodUpserted(Arc::new(serde_json::from_value(high).unwrap())),
+        ],
+    );
+    assert_eq!(e.pod(&key("low")).unwrap().priority, 5, "global default");
+    assert_eq!(binds(&run(&mut e)), [("high".to_string(), "n".to_string())]);
+}
+
+#[test]
+fn backoff_delays_a_retry_after_an_event() {
+    let mut e = Engine::new(SchedulerConfig {
+        pod_initial_backoff_ms: 1000,
+        pod_max_backoff_ms: 4000,
+        ..Default::default()
+    });
+    apply_all(&mut e, vec![node("n", "1", json!({})), bound("x", "1", None, "n"), pod("a", "1", None)]);
+    assert!(binds(&e.schedule(0, &mut NoopObserver)).is_empty());
+    assert_eq!(e.next_wakeup_ms(), None, "waits for an event");
+    e.apply(ClusterEvent::PodDeleted(key("x")), 10);
+    assert_eq!(e.next_wakeup_ms(), Some(1000));
+    assert!(e.schedule(999, &mut NoopObserver).is_empty());
+    assert_eq!(binds(&e.schedule(1000, &mut NoopObserver)).len(), 1);
+}
+
+#[test]
+fn scheduling_gates_hold_a_pod_until_removed() {
+    let mut e = engine();
+    let mut gated = pod_json("g", "1", None);
+    gated["spec"]["schedulingGates"] = json!([{"name": "wait"}]);
+    apply_all(
+        &mut e,
+        vec![
+            node("n", "1", json!({})),
+            ClusterEvent::PodUpserted(Arc::new(serde_json::from_value(gated).unwrap())),
+        ],
+    );
+    assert!(run(&mut e).is_empty());
+    assert_eq!(e.queue().gated()[0].1, "waiting for scheduling gates: [wait]");
+    e.apply(pod("g", "1", None), 0);
+    assert_eq!(binds(&run(&mut e)).len(), 1);
+}
+
+fn scenario_events(nodes: &[(u8, u8)], pods: &[(u8, u8, u8)], gangs: &[(u8, bool)]) -> Vec<ClusterEvent> {
+    let mut ev = Vec::new();
+    for (i, (cpu, rack)) in nodes.iter().enumerate() {
+        ev.push(node(&format!("n{i}"), &format!("{}", cpu % 5), json!({"rack": format!("r{}", rack % 3)})));
+    }
+    for (g, (min, constrained)) in gangs.iter().enumerate() {
+        ev.push(pod_group(
+            &format!("g{g}"),
+            Some(i32::from(min % 4) + 1),
+            if *constrained { Some("rack") } else { None },
+        ));
+    }
+    for (i, (cpu, g, _)) in pods.iter().enumerate() {
+        let group = if gangs.is_empty() || g % 3 == 0 {
+            None
+        } else {
+            Some(format!("g{}", usize::from(*g) % gangs.len()))
+        };
+        ev.push(pod(&format!("p{i}"), &format!("{}", cpu % 3 + 1), group.as_deref()));
+    }
+    ev
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Identical inputs give identical decisions; no node is overcommitted; a gang binds at
+    /// least minCount members (counting bound ones) or none; members of a constrained group
+    /// share one rack.
+    #[test]
+    fn engine_decisions_are_deterministic_and_safe(
+        nodes in proptest::collection::vec((0u8..5, 0u8..3), 1..6),
+        pods in proptest::collection::vec((0u8..3, 0u8..6, 0u8..1), 0..10),
+        gangs in proptest::collection::vec((0u8..4, any::<bool>()), 0..3),
+    ) {
+        let events = scenario_events(&nodes, &pods, &gangs);
+        let mut a = engine();
+        let mut b = engine();
+        apply_all(&mut a, events.clone());
+        apply_all(&mut b, events.clone());
+        let da = run(&mut a);
+        let db = run(&mut b);
+        prop_assert_eq!(&da, &db);
+        for n in a.snapshot().nodes() {
+            prop_assert!(n.requested.cpu <= n.info.allocatable.cpu);
+        }
+        for (g, (min, constrained)) in gangs.iter().enumerate() {
+            let gname = format!("g{g}");
+            let members: Vec<&PodInfo> = a.pods.values().filter(|p| p.group.as_deref() == Some(gname.as_str())).map(|p| p.as_ref()).collect();
+            let bound: Vec<&PodInfo> = members.iter().copied().filter(|p| p.node_name.is_some()).collect();
+            let min = usize::from(min % 4) + 1;
+            prop_assert!(bound.is_empty() || bound.len() >= min, "gang {} bound {} < min {}", gname, bound.len(), min);
+            if *constrained {
+                let mut racks: Vec<String> = bound.iter().map(|p| {
+                    let n = a.snapshot().node(a.snapshot().node_id(p.node_name.as_deref().unwrap_or("")).unwrap());
+                    n.info.label("rack").unwrap_or("").to_string()
+                }).collect();
+                racks.sort();
+                racks.dedup();
+                prop_assert!(racks.len() <= 1);
+            }
+        }
+    }
+}
+
+/// Timing probe for the benchmark target (one 256-pod gang with a rack constraint on 5,000
+/// nodes in 250 racks). Run with `cargo test --release -p placer-engine -- --ignored probe`.
+#[test]
+#[ignore]
+fn probe_large_gang_timing() {
+    let mut e = engine();
+    for r in 0..250 {
+        for h in 0..20 {
+            let ev = node(&format!("n-{r:03}-{h:02}"), "64", json!({"rack": format!("r{r:03}")}));
+            e.apply(ev, 0);
+        }
+    }
+    e.apply(pod_group("big", Some(256), Some("rack")), 0);
+    for i in 0..256 {
+        e.apply(pod(&format!("w{i:03}"), "4", Some("big")), 0);
+    }
+    let start = std::time::Instant::now();
+    let d = e.schedule(0, &mut NoopObserver);
+    let took = start.elapsed();
+    assert_eq!(binds(&d).len(), 256);
+    eprintln!("256-pod gang on 5000 nodes / 250 racks: {took:?}");
+}

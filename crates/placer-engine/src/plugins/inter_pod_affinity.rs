@@ -1,0 +1,631 @@
+//! `InterPodAffinity`: required pod affinity and anti-affinity (filter), preferred terms
+//! (score), as kube-scheduler's `interpodaffinity` plugin.
+//!
+//! PreFilter counts, per topology pair `(key, value)`:
+//! * existing pods whose required anti-affinity terms select the incoming pod;
+//! * existing pods matching all the incoming pod's required affinity terms;
+//! * existing pods matching each of its required anti-affinity terms.
+//!
+//! The Filter then checks the node's pairs. A pod whose affinity terms select no existing
+//! pod may still land on a node that has every topology key, if it matches its own terms
+//! (the first pod of a self-affine group).
+//!
+//! Namespaces: a term applies to `namespaces`, plus the namespaces its `namespaceSelector`
+//! selects; without either, to the pod's own namespace. The engine knows no Namespace
+//! objects: a namespace selector is evaluated against `kubernetes.io/metadata.name` only
+//! (`{}` selects every namespace). `matchLabelKeys` / `mismatchLabelKeys` are merged into
+//! the label selector as `key in (value)` / `key notin (value)` with the owning pod's
+//! label values, as the API server does.
+
+use placer_api::k8s::api::core::v1::{PodAffinityTerm, WeightedPodAffinityTerm};
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
+
+use crate::framework::{
+    CycleState, FilterPlugin, FilterResult, PreResult, Rejection, ScorePlugin, MAX_NODE_SCORE,
+};
+use crate::model::{NodeId, PodInfo};
+use crate::plugins::helper::{
+    label_selector_matches, labels_or_empty, validate_label_selector, Labels, NamespaceLabels, SelectorError,
+};
+use crate::snapshot::{NodeState, Snapshot};
+
+/// Plugin name.
+pub const NAME: &str = "InterPodAffinity";
+/// Filter reason: an existing pod's anti-affinity selects the incoming pod.
+pub const ERR_EXISTING_ANTI_AFFINITY: &str = "node(s) didn't satisfy existing pods anti-affinity rules";
+/// Filter reason: the incoming pod's affinity is not satisfied.
+pub const ERR_AFFINITY: &str = "node(s) didn't match pod affinity rules";
+/// Filter reason: the incoming pod's anti-affinity is violated.
+pub const ERR_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rules";
+/// kube's default `hardPodAffinityWeight`: how much an existing pod's required affinity
+/// term selecting the incoming pod adds to the score.
+pub const HARD_POD_AFFINITY_WEIGHT: i64 = 1;
+
+/// The pod (anti-)affinity terms of a pod, as slices of its spec.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PodTerms<'a> {
+    pub required_affinity: &'a [PodAffinityTerm],
+    pub required_anti_affinity: &'a [PodAffinityTerm],
+    pub preferred_affinity: &'a [WeightedPodAffinityTerm],
+    pub preferred_anti_affinity: &'a [WeightedPodAffinityTerm],
+}
+
+impl<'a> PodTerms<'a> {
+    /// The terms of `pod`.
+    pub fn of(pod: &'a PodInfo) -> PodTerms<'a> {
+        let Some(affinity) = pod.pod.spec.as_ref().and_then(|s| s.affinity.as_ref()) else {
+            return PodTerms::default();
+        };
+        let aff = affinity.pod_affinity.as_ref();
+        let anti = affinity.pod_anti_affinity.as_ref();
+        PodTerms {
+            required_affinity: aff
+                .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_deref())
+                .unwrap_or(&[]),
+            required_anti_affinity: anti
+                .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_deref())
+                .unwrap_or(&[]),
+            preferred_affinity: aff
+                .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_deref())
+                .unwrap_or(&[]),
+            preferred_anti_affinity: anti
+                .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_deref())
+                .unwrap_or(&[]),
+        }
+    }
+}
+
+/// One pod affinity term seen from the pod that owns it.
+#[derive(Debug, Clone)]
+pub struct AffinityTerm<'a> {
+    pub term: &'a PodAffinityTerm,
+    /// Namespace of the owning pod (the default when the term names no namespace).
+    pub owner_namespace: &'a str,
+    /// `matchLabelKeys` (true: `key in (value)`) and `mismatchLabelKeys` (false:
+    /// `key notin (value)`) resolved against the owning pod's labels.
+    pub label_keys: SmallVec<[(&'a str, &'a str, bool); 2]>,
+}
+
+impl<'a> AffinityTerm<'a> {
+    /// The term `term` of a pod in `owner_namespace` with labels `owner_labels`.
+    pub fn new(term: &'a PodAffinityTerm, owner_namespace: &'a str, owner_labels: &'a Labels) -> Self {
+        let mut label_keys = SmallVec::new();
+        if term.label_selector.is_some() {
+            for (keys, is_in) in [(&term.match_label_keys, true), (&term.mismatch_label_keys, false)] {
+                for k in keys.iter().flatten() {
+                    if let Some(v) = owner_labels.get(k) {
+                        label_keys.push((k.as_str(), v.as_str(), is_in));
+                    }
+                }
+            }
+        }
+        AffinityTerm { term, owner_namespace, label_keys }
+    }
+
+    /// The topology key.
+    pub fn topology_key(&self) -> &'a str {
+        &self.term.topology_key
+    }
+
+    /// Whether the term applies to pods of namespace `ns`.
+    pub fn selects_namespace(&self, ns: &str) -> bool {
+        let names = self.term.namespaces.as_deref().unwrap_or(&[]);
+        match &self.term.namespace_selector {
+            None if names.is_empty() => ns == self.owner_namespace,
+            sel => {
+                names.iter().any(|n| n == ns)
+                    || sel.as_ref().is_some_and(|s| label_selector_matches(s, &NamespaceLabels(ns)))
+            }
+        }
+    }
+
+    /// Whether the term selects a pod of namespace `ns` with labels `labels` (a term
+    /// without a label selector selects nothing).
+    pub fn matches(&self, ns: &str, labels: &Labels) -> bool {
+        let Some(sel) = &self.term.label_selector else { return false };
+        self.selects_namespace(ns)
+            && label_selector_matches(sel, labels)
+            && self
+                .label_keys
+                .iter()
+                .all(|&(k, v, is_in)| (labels.get(k).map(String::as_str) == Some(v)) == is_in)
+    }
+
+    /// Whether the term selects `pod`.
+    pub fn matches_pod(&self, pod: &PodInfo) -> bool {
+        self.matches(&pod.key.namespace, labels_or_empty(pod.labels()))
+    }
+
+    /// Checks the term's selectors as the API server would.
+    pub fn validate(&self) -> Result<(), SelectorError> {
+        if let Some(sel) = &self.term.label_selector {
+            validate_label_selector(sel)?;
+        }
+        if let Some(sel) = &self.term.namespace_selector {
+            validate_label_selector(sel)?;
+        }
+        Ok(())
+    }
+}
+
+/// Counts per topology pair `(key, value)`.
+pub type TopologyCounts<'a> = FxHashMap<(&'a str, &'a str), i64>;
+
+/// Topology pair of `node` for `key`, borrowing from the node object.
+fn pair<'a>(node: &'a NodeState, key: &str) -> Option<(&'a str, &'a str)> {
+    node.info.labels().and_then(|l| l.get_key_value(key)).map(|(k, v)| (k.as_str(), v.as_str()))
+}
+
+fn bump<'a>(counts: &mut TopologyCounts<'a>, node: &'a NodeState, key: &str, value: i64) {
+    if let Some(p) = pair(node, key) {
+        *counts.entry(p).or_insert(0) += value;
+    }
+}
+
+/// PreFilter state.
+#[derive(Debug, Default)]
+pub struct FilterState<'a> {
+    /// Existing pods whose required anti-affinity selects the incoming pod.
+    pub existing_anti_affinity: TopologyCounts<'a>,
+    /// Existing pods matching all of the incoming pod's required affinity terms.
+    pub affinity: TopologyCounts<'a>,
+    /// Existing pods matching each required anti-affinity term of the incoming pod.
+    pub anti_affinity: TopologyCounts<'a>,
+}
+
+/// PreScore state: score contributions per topology key and value.
+#[derive(Debug, Default)]
+pub struct ScoreState<'a> {
+    pub topology_score: Vec<(&'a str, FxHashMap<&'a str, i64>)>,
+}
+
+impl<'a> ScoreState<'a> {
+    fn add(&mut self, node: &'a NodeState, key: &str, value: i64) {
+        let Some((k, v)) = pair(node, key) else { return };
+        let i = match self.topology_score.iter().position(|(tk, _)| *tk == k) {
+            Some(i) => i,
+            None => {
+                self.topology_score.push((k, FxHashMap::default()));
+                self.topology_score.len() - 1
+            }
+        };
+        *self.topology_score[i].1.entry(v).or_insert(0) += value;
+    }
+}
+
+/// The `InterPodAffinity` filter and score.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InterPodAffinity;
+
+impl FilterPlugin for InterPodAffinity {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn pre_filter<'a>(&self, state: &mut CycleState<'a>, snap: &'a Snapshot) -> Result<PreResult, Rejection> {
+        let parsed = &state.parsed;
+        for t in parsed.required_affinity.iter().chain(&parsed.required_anti_affinity) {
+            t.validate().map_err(|e| Rejection::unresolvable(NAME, format!("parsing pod: {e}")))?;
+        }
+        let has_terms = !parsed.required_affinity.is_empty() || !parsed.required_anti_affinity.is_empty();
+        if !has_terms && snap.num_pods_with_required_anti_affinity() == 0 {
+            return Ok(PreResult::Skip);
+        }
+        let mut s = FilterState::default();
+        let (ns, labels) = (parsed.namespace, parsed.labels);
+        if snap.num_pods_with_required_anti_affinity() > 0 {
+            for node in snap.nodes().filter(|n| n.pods_with_required_anti_affinity > 0) {
+                for existing in node.pods.iter().filter(|p| p.has_required_pod_anti_affinity()) {
+                    let owner_labels = labels_or_empty(existing.labels());
+                    for t in PodTerms::of(existing).required_anti_affinity {
+                        let term = AffinityTerm::new(t, &existing.key.namespace, owner_labels);
+                        if term.matches(ns, labels) {
+                            bump(&mut s.existing_anti_affinity, node, term.topology_key(), 1);
+                        }
+                    }
+                }
+            }
+        }
+        if has_terms {
+            for node in snap.nodes() {
+                for existing in &node.pods {
+                    if !parsed.required_affinity.is_empty()
+                        && parsed.required_affinity.iter().all(|t| t.matches_pod(existing))
+                    {
+                        for t in &parsed.required_affinity {
+                            bump(&mut s.affinity, node, t.topology_key(), 1);
+                        }
+                    }
+                    for t in &parsed.required_anti_affinity {
+                        if t.matches_pod(existing) {
+                            bump(&mut s.anti_affinity, node, t.topology_key(), 1);
+                        }
+                    }
+                }
+            }
+        }
+        if !has_terms && s.existing_anti_affinity.is_empty() {
+            return Ok(PreResult::Skip);
+        }
+        state.plugins.inter_pod_affinity = Some(s);
+        Ok(PreResult::Run)
+    }
+
+    fn filter(&self, state: &CycleState<'_>, _snap: &Snapshot, node: &NodeState) -> FilterResult {
+        let Some(s) = state.plugins.inter_pod_affinity.as_ref() else { return Ok(()) };
+        let parsed = &state.parsed;
+        let node_labels = labels_or_empty(node.info.labels());
+
+        // Required affinity: every topology key present, matching pods in each domain.
+        let mut pods_exist = true;
+        for t in &parsed.required_affinity {
+            let Some(v) = node_labels.get(t.topology_key()) else {
+                return Err(Rejection::unresolvable(NAME, ERR_AFFINITY));
+            };
+            if s.affinity.get(&(t.topology_key(), v.as_str())).copied().unwrap_or(0) <= 0 {
+                pods_exist = false;
+            }
+        }
+        if !pods_exist {
+            let self_affine = s.affinity.is_empty()
+                && parsed.required_affinity.iter().all(|t| t.matches(parsed.namespace, parsed.labels));
+            if !self_affine {
+                return Err(Rejection::unresolvable(NAME, ERR_AFFINITY));
+            }
+        }
+
+        if !s.anti_affinity.is_empty() {
+            for t in &parsed.required_anti_affinity {
+                if let Some(v) = node_labels.get(t.topology_key()) {
+                    if s.anti_affinity.get(&(t.topology_key(), v.as_str())).copied().unwrap_or(0) > 0 {
+                        return Err(Rejection::unschedulable(NAME, ERR_ANTI_AFFINITY));
+                    }
+                }
+            }
+        }
+
+        if !s.existing_anti_affinity.is_empty() {
+            for (k, v) in node_labels {
+                if s.existing_anti_affinity.get(&(k.as_str(), v.as_str())).copied().unwrap_or(0) > 0 {
+                    return Err(Rejection::unschedulable(NAME, ERR_EXISTING_ANTI_AFFINITY));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ScorePlugin for InterPodAffinity {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn default_weight(&self) -> i64 {
+        2
+    }
+
+    fn pre_score<'a>(
+        &self,
+        state: &mut CycleState<'a>,
+        snap: &'a Snapshot,
+        _feasible: &[NodeId],
+    ) -> PreResult {
+        let parsed = &state.parsed;
+        let has_constraints =
+            !parsed.preferred_affinity.is_empty() || !parsed.preferred_anti_affinity.is_empty();
+        if !has_constraints && snap.num_pods_with_affinity() == 0 {
+            return PreResult::Skip;
+        }
+        let (ns, labels) = (parsed.namespace, parsed.labels);
+        let mut s = ScoreState::default();
+        for node in snap.nodes() {
+            if !has_constraints && node.pods_with_affinity == 0 {
+                continue;
+            }
+            if node.info.labels().is_none_or(|l| l.is_empty()) {
+                continue;
+            }
+            for existing in &node.pods {
+                let existing_has_affinity = existing.has_pod_affinity();
+                if !has_constraints && !existing_has_affinity {
+                    continue;
+                }
+                // The incoming pod's preferred terms selecting the existing pod.
+                for (w, t) in &parsed.preferred_affinity {
+                    if t.matches_pod(existing) {
+                        s.add(node, t.topology_key(), *w);
+                    }
+                }
+                for (w, t) in &parsed.preferred_anti_affinity {
+                    if t.matches_pod(existing) {
+                        s.add(node, t.topology_key(), -*w);
+                    }
+                }
+                if !existing_has_affinity {
+                    continue;
+                }
+                // The existing pod's terms selecting the incoming pod.
+                let terms = PodTerms::of(existing);
+                let owner_ns = existing.key.namespace.as_str();
+                let owner_labels = labels_or_empty(existing.labels());
+                for t in terms.required_affinity {
+                    let term = AffinityTerm::new(t, owner_ns, owner_labels);
+                    if term.matches(ns, labels) {
+                        s.add(node, term.topology_key(), HARD_POD_AFFINITY_WEIGHT);
+                    }
+                }
+                for w in terms.preferred_affinity {
+                    let term = AffinityTerm::new(&w.pod_affinity_term, owner_ns, owner_labels);
+                    if term.matches(ns, labels) {
+                        s.add(node, term.topology_key(), i64::from(w.weight));
+                    }
+                }
+                for w in terms.preferred_anti_affinity {
+                    let term = AffinityTerm::new(&w.pod_affinity_term, owner_ns, owner_labels);
+                    if term.matches(ns, labels) {
+                        s.add(node, term.topology_key(), -i64::from(w.weight));
+                    }
+                }
+            }
+        }
+        if s.topology_score.is_empty() {
+            return PreResult::Skip;
+        }
+        state.plugins.inter_pod_affinity_score = Some(s);
+        PreResult::Run
+    }
+
+    fn score(&self, state: &CycleState<'_>, _snap: &Snapshot, _id: NodeId, node: &NodeState) -> i64 {
+        let Some(s) = state.plugins.inter_pod_affinity_score.as_ref() else { return 0 };
+        let labels = labels_or_empty(node.info.labels());
+        s.topology_score
+            .iter()
+            .filter_map(|(k, values)| labels.get(*k).and_then(|v| values.get(v.as_str())))
+            .sum()
+    }
+
+    /// Min-max scaling to `0..=100`.
+    fn normalize(&self, state: &CycleState<'_>, _feasible: &[NodeId], scores: &mut [i64]) {
+        if state.plugins.inter_pod_affinity_score.as_ref().is_none_or(|s| s.topology_score.is_empty()) {
+            return;
+        }
+        let (Some(&min), Some(&max)) = (scores.iter().min(), scores.iter().max()) else { return };
+        let diff = max - min;
+        for s in scores.iter_mut() {
+            *s =
+                if diff > 0 { (MAX_NODE_SCORE as f64 * ((*s - min) as f64 / diff as f64)) as i64 } else { 0 };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::framework::{Code, Framework};
+    use crate::plugins::testing::{affinity_term, match_labels, node, pod, snapshot_with};
+    use crate::schedule_one::{feasible_nodes, filter_node, find_node};
+    use crate::SchedulerConfig;
+    use placer_api::k8s::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+    const HOST: &str = "kubernetes.io/hostname";
+    const ZONE: &str = "topology.kubernetes.io/zone";
+
+    fn fw() -> Framework {
+        Framework::new(&SchedulerConfig::default())
+    }
+
+    fn zoned(name: &str, zone: &str) -> crate::model::NodeStatic {
+        node(name).cpu("8").label(HOST, name).label(ZONE, zone).build()
+    }
+
+    #[test]
+    fn affinity_requires_a_matching_pod_in_the_domain() {
+        let snap = snapshot_with(
+            vec![zoned("a", "z1"), zoned("b", "z1"), zoned("c", "z2")],
+            vec![pod("db").label("app", "db").on("a").build()],
+        );
+        let p = pod("web").pod_affinity(affinity_term(ZONE, match_labels(&[("app", "db")]))).build();
+        let ids = snap.node_ids().to_vec();
+        assert_eq!(feasible_nodes(&fw(), &snap, &p, &ids).unwrap(), vec![ids[0], ids[1]]);
+        let st = filter_node(&fw(), &snap, &p, ids[2]);
+        assert_eq!(st.code, Code::UnschedulableAndUnresolvable);
+        assert_eq!(st.reasons, vec![ERR_AFFINITY.to_string()]);
+    }
+
+    #[test]
+    fn affinity_needs_the_topology_key_on_the_node() {
+        let snap = snapshot_with(
+            vec![zoned("a", "z1"), node("bare").cpu("8").build()],
+            vec![pod("db").label("app", "db").on("a").build()],
+        );
+        let p = pod("web").pod_affinity(affinity_term(ZONE, match_labels(&[("app", "db")]))).build();
+        assert_eq!(
+            filter_node(&fw(), &snap, &p, snap.node_id("bare").unwrap()).code,
+            Code::UnschedulableAndUnresolvable
+        );
+    }
+
+    #[test]
+    fn first_pod_of_a_self_affine_group_lands_anywhere_with_the_key() {
+        let snap =
+            snapshot_with(vec![zoned("a", "z1"), zoned("b", "z2"), node("bare").cpu("8").build()], vec![]);
+        let p = pod("w0")
+            .label("app", "web")
+            .pod_affinity(affinity_term(ZONE, match_labels(&[("app", "web")])))
+            .build();
+        let ids = snap.node_ids().to_vec();
+        assert_eq!(
+            feasible_nodes(&fw(), &snap, &p, &ids).unwrap(),
+            vec![snap.node_id("a").unwrap(), snap.node_id("b").unwrap()],
+            "every node with the topology key"
+        );
+        let other = pod("x")
+            .label("app", "other")
+            .pod_affinity(affinity_term(ZONE, match_labels(&[("app", "web")])))
+            .build();
+        assert!(
+            feasible_nodes(&fw(), &snap, &other, &ids).is_err(),
+            "a pod not matching its own terms waits"
+        );
+    }
+
+    #[test]
+    fn self_affine_group_follows_its_first_assumed_pod() {
+        let mut snap = snapshot_with(vec![zoned("a", "z1"), zoned("b", "z2")], vec![]);
+        let term = affinity_term(ZONE, match_labels(&[("app", "web")]));
+        let first = std::sync::Arc::new(pod("w0").label("app", "web").pod_affinity(term.clone()).build());
+        snap.assume(first, snap.node_id("b").unwrap());
+        let second = pod("w1").label("app", "web").pod_affinity(term).build();
+        assert_eq!(
+            feasible_nodes(&fw(), &snap, &second, snap.node_ids()).unwrap(),
+            vec![snap.node_id("b").unwrap()],
+            "assumed pods of the same cycle count"
+        );
+    }
+
+    #[test]
+    fn anti_affinity_of_the_incoming_pod() {
+        let snap = snapshot_with(
+            vec![zoned("a", "z1"), zoned("b", "z1"), zoned("c", "z2")],
+            vec![pod("w0").label("app", "web").on("a").build()],
+        );
+        let p = pod("w1")
+            .label("app", "web")
+            .pod_anti_affinity(affinity_term(HOST, match_labels(&[("app", "web")])))
+            .build();
+        let ids = snap.node_ids().to_vec();
+        let st = filter_node(&fw(), &snap, &p, ids[0]);
+        assert_eq!(st.code, Code::Unschedulable);
+        assert_eq!(st.reasons, vec![ERR_ANTI_AFFINITY.to_string()]);
+        assert_eq!(feasible_nodes(&fw(), &snap, &p, &ids).unwrap(), vec![ids[1], ids[2]]);
+        let zonal = pod("w1")
+            .label("app", "web")
+            .pod_anti_affinity(affinity_term(ZONE, match_labels(&[("app", "web")])))
+            .build();
+        assert_eq!(feasible_nodes(&fw(), &snap, &zonal, &ids).unwrap(), vec![ids[2]]);
+    }
+
+    #[test]
+    fn anti_affinity_of_existing_pods_against_the_incoming_pod() {
+        let existing = pod("guard")
+            .label("app", "guard")
+            .pod_anti_affinity(affinity_term(ZONE, match_labels(&[("app", "web")])))
+            .on("a")
+            .build();
+        let snap = snapshot_with(vec![zoned("a", "z1"), zoned("b", "z1"), zoned("c", "z2")], vec![existing]);
+        let ids = snap.node_ids().to_vec();
+        let web = pod("w").label("app", "web").build();
+        assert_eq!(feasible_nodes(&fw(), &snap, &web, &ids).unwrap(), vec![ids[2]]);
+        let st = filter_node(&fw(), &snap, &web, ids[1]);
+        assert_eq!(
+            (st.code, st.reasons),
+            (Code::Unschedulable, vec![ERR_EXISTING_ANTI_AFFINITY.to_string()])
+        );
+        assert_eq!(
+            feasible_nodes(&fw(), &snap, &pod("db").label("app", "db").build(), &ids).unwrap().len(),
+            3
+        );
+    }
+
+    #[test]
+    fn terms_apply_to_the_owner_namespace_unless_told_otherwise() {
+        let snap = snapshot_with(
+            vec![zoned("a", "z1"), zoned("b", "z2")],
+            vec![pod("db").namespace("data").label("app", "db").on("a").build()],
+        );
+        let ids = snap.node_ids().to_vec();
+        let same_ns = pod("web").pod_affinity(affinity_term(ZONE, match_labels(&[("app", "db")]))).build();
+        assert!(feasible_nodes(&fw(), &snap, &same_ns, &ids).is_err(), "db lives in another namespace");
+        let mut named = affinity_term(ZONE, match_labels(&[("app", "db")]));
+        named.namespaces = Some(vec!["data".into()]);
+        let p = pod("web").pod_affinity(named).build();
+        assert_eq!(feasible_nodes(&fw(), &snap, &p, &ids).unwrap(), vec![ids[0]]);
+        let mut all = affinity_term(ZONE, match_labels(&[("app", "db")]));
+        all.namespace_selector = Some(LabelSelector::default());
+        let p = pod("web").pod_affinity(all).build();
+        assert_eq!(
+            feasible_nodes(&fw(), &snap, &p, &ids).unwrap(),
+            vec![ids[0]],
+            "{{}} selects all namespaces"
+        );
+        let mut by_name = affinity_term(ZONE, match_labels(&[("app", "db")]));
+        by_name.namespace_selector = Some(match_labels(&[("kubernetes.io/metadata.name", "data")]));
+        let p = pod("web").pod_affinity(by_name).build();
+        assert_eq!(feasible_nodes(&fw(), &snap, &p, &ids).unwrap(), vec![ids[0]]);
+    }
+
+    #[test]
+    fn match_label_keys_narrow_the_selector() {
+        let snap = snapshot_with(
+            vec![zoned("a", "z1"), zoned("b", "z2")],
+            vec![
+                pod("v1").label("app", "web").label("rev", "1").on("a").build(),
+                pod("v2").label("app", "web").label("rev", "2").on("b").build(),
+            ],
+        );
+        let mut term = affinity_term(HOST, match_labels(&[("app", "web")]));
+        term.match_label_keys = Some(vec!["rev".into()]);
+        let p = pod("new").label("app", "web").label("rev", "2").pod_anti_affinity(term).build();
+        assert_eq!(
+            feasible_nodes(&fw(), &snap, &p, snap.node_ids()).unwrap(),
+            vec![snap.node_id("a").unwrap()]
+        );
+    }
+
+    #[test]
+    fn preferred_affinity_attracts_and_anti_affinity_repels() {
+        let snap = snapshot_with(
+            vec![zoned("a", "z1"), zoned("b", "z2"), zoned("c", "z3")],
+            vec![
+                pod("cache").label("app", "cache").on("b").build(),
+                pod("noisy").label("app", "noisy").on("c").build(),
+            ],
+        );
+        let p = pod("web")
+            .preferred_pod_affinity(50, affinity_term(ZONE, match_labels(&[("app", "cache")])))
+            .preferred_pod_anti_affinity(50, affinity_term(ZONE, match_labels(&[("app", "noisy")])))
+            .build();
+        assert_eq!(find_node(&fw(), &snap, &p, snap.node_ids()), Ok(snap.node_id("b").unwrap()));
+        let avoid = pod("web")
+            .preferred_pod_anti_affinity(50, affinity_term(ZONE, match_labels(&[("app", "cache")])))
+            .build();
+        let fw_only = {
+            let mut config = SchedulerConfig::default();
+            for other in ["NodeResourcesFit", "NodeResourcesBalancedAllocation", "TaintToleration"] {
+                config.plugin_weights.insert(other.into(), 0);
+            }
+            Framework::new(&config)
+        };
+        assert_eq!(find_node(&fw_only, &snap, &avoid, snap.node_ids()), Ok(snap.node_id("a").unwrap()));
+    }
+
+    #[test]
+    fn existing_pods_required_affinity_attracts_the_incoming_pod() {
+        let snap = snapshot_with(
+            vec![zoned("a", "z1"), zoned("b", "z2")],
+            vec![pod("sidecar")
+                .pod_affinity(affinity_term(ZONE, match_labels(&[("app", "web")])))
+                .on("b")
+                .build()],
+        );
+        let p = pod("web").label("app", "web").build();
+        assert_eq!(find_node(&fw(), &snap, &p, snap.node_ids()), Ok(snap.node_id("b").unwrap()));
+    }
+
+    #[test]
+    fn invalid_incoming_selector_rejects_the_pod_in_prefilter() {
+        let snap = snapshot_with(vec![zoned("a", "z1")], vec![]);
+        let mut sel = match_labels(&[]);
+        sel.match_expressions =
+            Some(vec![placer_api::k8s::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                key: "app".into(),
+                operator: "In".into(),
+                values: None,
+            }]);
+        let p = pod("bad").pod_affinity(affinity_term(ZONE, sel)).build();
+        let err = find_node(&fw(), &snap, &p, snap.node_ids()).unwrap_err();
+        assert!(err.to_string().starts_with("0/1 nodes are available: parsing pod: "), "{err}");
+        assert!(err.preemptable_nodes.is_empty());
+    }
+}

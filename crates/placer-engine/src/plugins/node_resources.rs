@@ -1,0 +1,540 @@
+//! `NodeResourcesFit` (filter + score) and `NodeResourcesBalancedAllocation` (score), as in
+//! kube-scheduler's `noderesources` package.
+//!
+//! * Filter: the pod's requests must fit in allocatable minus what the node's pods request,
+//!   resource by resource; one more pod must fit under allocatable `pods`. Zero requests are
+//!   not checked; a resource the node does not offer is insufficient.
+//! * Score (`NodeResourcesFit`): LeastAllocated (default), MostAllocated or
+//!   RequestedToCapacityRatio over the strategy's weighted resources. cpu and memory count
+//!   pods without requests at kube's defaults (100m, 200Mi) on both sides.
+//! * Score (`NodeResourcesBalancedAllocation`): `(1 - std(fractions)) * 100` over cpu and
+//!   memory with the real requests; skipped for pods that request neither.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use crate::config::{SchedulerConfig, ScoringStrategy};
+use crate::framework::{
+    CycleState, FilterPlugin, FilterResult, PreResult, Rejection, ScorePlugin, MAX_NODE_SCORE,
+};
+use crate::model::{NodeId, PodInfo};
+use crate::resources::{Resources, CPU, EPHEMERAL_STORAGE, MEMORY};
+use crate::snapshot::{NodeState, Snapshot, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST};
+
+/// Plugin name of `NodeResourcesFit`.
+pub const FIT_NAME: &str = "NodeResourcesFit";
+/// Plugin name of `NodeResourcesBalancedAllocation`.
+pub const BALANCED_NAME: &str = "NodeResourcesBalancedAllocation";
+
+/// kube's `MaxCustomPriorityScore`: shape scores are given on 0..=10.
+const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
+/// kube's `maxUtilization`.
+const MAX_UTILIZATION: i64 = 100;
+
+/// How many copies of `pod` fit on `node` by resources alone (cpu, memory,
+/// ephemeral-storage, extended resources, pods count), given what is already requested
+/// there. A resource the pod requests but the node does not offer gives 0.
+pub fn fit_count(snap: &Snapshot, pod: &PodInfo, node: NodeId) -> u32 {
+    fit_count_on(snap.node(node), &pod.requests)
+}
+
+/// [`fit_count`] on a node state, for requests `requests`.
+pub fn fit_count_on(node: &NodeState, requests: &Resources) -> u32 {
+    let alloc = &node.allocatable;
+    let used = &node.requested;
+    let mut count = (alloc.pods - used.pods).max(0);
+    let mut limit = |free: i64, req: i64| {
+        if req > 0 {
+            count = count.min((free / req).max(0));
+        }
+    };
+    limit(alloc.cpu - used.cpu, requests.cpu);
+    limit(alloc.memory - used.memory, requests.memory);
+    limit(alloc.ephemeral_storage - used.ephemeral_storage, requests.ephemeral_storage);
+    for (name, req) in &requests.scalar {
+        limit(alloc.get(name) - used.get(name), *req);
+    }
+    u32::try_from(count).unwrap_or(u32::MAX)
+}
+
+/// Whether `requests` fit on `node` (one more pod, every requested resource).
+pub fn fits(node: &NodeState, requests: &Resources) -> bool {
+    let alloc = &node.allocatable;
+    let used = &node.requested;
+    used.pods < alloc.pods
+        && (requests.cpu <= 0 || requests.cpu <= alloc.cpu - used.cpu)
+        && (requests.memory <= 0 || requests.memory <= alloc.memory - used.memory)
+        && (requests.ephemeral_storage <= 0
+            || requests.ephemeral_storage <= alloc.ephemeral_storage - used.ephemeral_storage)
+        && requests.scalar.iter().all(|(name, r)| *r <= 0 || *r <= alloc.get(name) - used.get(name))
+}
+
+/// The reasons `requests` do not fit on `node` (empty when they fit), in kube's order:
+/// pods count, cpu, memory, ephemeral-storage, extended resources by name.
+pub fn insufficient_resources(
+    node: &NodeState,
+    requests: &Resources,
+) -> smallvec::SmallVec<[Cow<'static, str>; 2]> {
+    let alloc = &node.allocatable;
+    let used = &node.requested;
+    let mut out = smallvec::SmallVec::new();
+    if used.pods + 1 > alloc.pods {
+        out.push(Cow::Borrowed("Too many pods"));
+    }
+    if requests.cpu > 0 && requests.cpu > alloc.cpu - used.cpu {
+        out.push(Cow::Borrowed("Insufficient cpu"));
+    }
+    if requests.memory > 0 && requests.memory > alloc.memory - used.memory {
+        out.push(Cow::Borrowed("Insufficient memory"));
+    }
+    if requests.ephemeral_storage > 0
+        && requests.ephemeral_storage > alloc.ephemeral_storage - used.ephemeral_storage
+    {
+        out.push(Cow::Borrowed("Insufficient ephemeral-storage"));
+    }
+    for (name, r) in &requests.scalar {
+        if *r > 0 && *r > alloc.get(name) - used.get(name) {
+            out.push(Cow::Owned(format!("Insufficient {name}")));
+        }
+    }
+    out
+}
+
+/// A resource a scoring strategy looks at, resolved once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ResourceKey {
+    Cpu,
+    Memory,
+    EphemeralStorage,
+    Scalar(Arc<str>),
+}
+
+impl ResourceKey {
+    fn new(name: &str) -> Self {
+        match name {
+            CPU => ResourceKey::Cpu,
+            MEMORY => ResourceKey::Memory,
+            EPHEMERAL_STORAGE => ResourceKey::EphemeralStorage,
+            other => ResourceKey::Scalar(Arc::from(other)),
+        }
+    }
+
+    fn get(&self, r: &Resources) -> i64 {
+        match self {
+            ResourceKey::Cpu => r.cpu,
+            ResourceKey::Memory => r.memory,
+            ResourceKey::EphemeralStorage => r.ephemeral_storage,
+            ResourceKey::Scalar(name) => r.get(name),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct WeightedResource {
+    key: ResourceKey,
+    weight: i64,
+}
+
+fn resolve(resources: &[(String, i64)]) -> Vec<WeightedResource> {
+    resources
+        .iter()
+        .map(|(name, weight)| WeightedResource { key: ResourceKey::new(name), weight: *weight })
+        .collect()
+}
+
+/// `(allocatable, requested-with-pod)` of one resource on a node, or `None` when the resource
+/// is skipped (kube's `calculateResourceAllocatableRequest` returning zero allocatable).
+/// `use_requested`: real requests for cpu / memory instead of the non-zero defaults.
+fn allocatable_and_requested(
+    key: &ResourceKey,
+    node: &NodeState,
+    pod_request: i64,
+    use_requested: bool,
+) -> Option<(i64, i64)> {
+    let node_requested = if use_requested { &node.requested } else { &node.non_zero_requested };
+    let (alloc, req) = match key {
+        ResourceKey::Cpu => (node.allocatable.cpu, node_requested.cpu + pod_request),
+        ResourceKey::Memory => (node.allocatable.memory, node_requested.memory + pod_request),
+        ResourceKey::EphemeralStorage => {
+            (node.allocatable.ephemeral_storage, node.requested.ephemeral_storage + pod_request)
+        }
+        ResourceKey::Scalar(name) => {
+            if pod_request == 0 {
+                return None;
+            }
+            (node.allocatable.get(name), node.requested.get(name) + pod_request)
+        }
+    };
+    (alloc != 0).then_some((alloc, req))
+}
+
+/// The scoring function of a strategy.
+#[derive(Debug, Clone)]
+enum Scorer {
+    LeastAllocated,
+    MostAllocated,
+    /// Shape points (utilization 0..=100, score 0..=100 after scaling), sorted by utilization.
+    RequestedToCapacityRatio(Vec<(i64, i64)>),
+}
+
+fn least_requested_score(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 || requested > capacity {
+        return 0;
+    }
+    (capacity - requested) * MAX_NODE_SCORE / capacity
+}
+
+fn most_requested_score(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 {
+        return 0;
+    }
+    requested.min(capacity) * MAX_NODE_SCORE / capacity
+}
+
+/// kube's `BuildBrokenLinearFunction`.
+fn broken_linear(shape: &[(i64, i64)], p: i64) -> i64 {
+    for (i, &(util, score)) in shape.iter().enumerate() {
+        if p <= util {
+            if i == 0 {
+                return score;
+            }
+            let (prev_util, prev_score) = shape[i - 1];
+            if util == prev_util {
+                return score;
+            }
+            return prev_score + (score - prev_score) * (p - prev_util) / (util - prev_util);
+        }
+    }
+    shape.last().map(|&(_, s)| s).unwrap_or(0)
+}
+
+/// `NodeResourcesFit`: filter and (configurable) score.
+#[derive(Debug, Clone)]
+pub struct NodeResourcesFit {
+    resources: Vec<WeightedResource>,
+    scorer: Scorer,
+}
+
+impl NodeResourcesFit {
+    /// With the pod-level scoring strategy of `config`.
+    pub fn new(config: &SchedulerConfig) -> Self {
+        Self::with_strategy(&config.node_resources_fit_strategy)
+    }
+
+    /// With an explicit scoring strategy.
+    pub fn with_strategy(strategy: &ScoringStrategy) -> Self {
+        match strategy {
+            ScoringStrategy::LeastAllocated { resources } => {
+                NodeResourcesFit { resources: resolve(resources), scorer: Scorer::LeastAllocated }
+            }
+            ScoringStrategy::MostAllocated { resources } => {
+                NodeResourcesFit { resources: resolve(resources), scorer: Scorer::MostAllocated }
+            }
+            ScoringStrategy::RequestedToCapacityRatio { resources, shape } => {
+                let mut points: Vec<(i64, i64)> = shape
+                    .iter()
+                    .map(|&(u, s)| (u, s * (MAX_NODE_SCORE / MAX_CUSTOM_PRIORITY_SCORE)))
+                    .collect();
+                points.sort_by_key(|&(u, _)| u);
+                NodeResourcesFit {
+                    resources: resolve(resources),
+                    scorer: Scorer::RequestedToCapacityRatio(points),
+                }
+            }
+        }
+    }
+
+    fn score_node(&self, pod_requests: &Resources, node: &NodeState) -> i64 {
+        let mut node_score = 0i64;
+        let mut weight_sum = 0i64;
+        for r in &self.resources {
+            let pod_request = match r.key {
+                ResourceKey::Cpu if pod_requests.cpu == 0 => DEFAULT_MILLI_CPU_REQUEST,
+                ResourceKey::Memory if pod_requests.memory == 0 => DEFAULT_MEMORY_REQUEST,
+                _ => r.key.get(pod_requests),
+            };
+            let Some((alloc, req)) = allocatable_and_requested(&r.key, node, pod_request, false) else {
+                continue;
+            };
+            match &self.scorer {
+                Scorer::LeastAllocated => {
+                    node_score += least_requested_score(req, alloc) * r.weight;
+                    weight_sum += r.weight;
+                }
+                Scorer::MostAllocated => {
+                    node_score += most_requested_score(req, alloc) * r.weight;
+                    weight_sum += r.weight;
+                }
+                Scorer::RequestedToCapacityRatio(shape) => {
+                    let utilization =
+                        if req > alloc { MAX_UTILIZATION } else { req * MAX_UTILIZATION / alloc };
+                    let s = broken_linear(shape, utilization);
+                    if s > 0 {
+                        node_score += s * r.weight;
+                        weight_sum += r.weight;
+                    }
+                }
+            }
+        }
+        if weight_sum == 0 {
+            return 0;
+        }
+        match self.scorer {
+            Scorer::RequestedToCapacityRatio(_) => (node_score as f64 / weight_sum as f64).round() as i64,
+            _ => node_score / weight_sum,
+        }
+    }
+}
+
+impl FilterPlugin for NodeResourcesFit {
+    fn name(&self) -> &'static str {
+        FIT_NAME
+    }
+
+    fn filter(&self, state: &CycleState<'_>, _snap: &Snapshot, node: &NodeState) -> FilterResult {
+        if fits(node, &state.pod.requests) {
+            return Ok(());
+        }
+        let reasons = insufficient_resources(node, &state.pod.requests);
+        if reasons.is_empty() {
+            Ok(())
+        } else {
+            Err(Rejection { code: crate::framework::Code::Unschedulable, reasons, plugin: FIT_NAME })
+        }
+    }
+}
+
+impl ScorePlugin for NodeResourcesFit {
+    fn name(&self) -> &'static str {
+        FIT_NAME
+    }
+
+    fn default_weight(&self) -> i64 {
+        1
+    }
+
+    fn score(&self, state: &CycleState<'_>, _snap: &Snapshot, _id: NodeId, node: &NodeState) -> i64 {
+        self.score_node(&state.pod.requests, node)
+    }
+}
+
+/// `NodeResourcesBalancedAllocation`: favours nodes whose cpu and memory fractions stay close.
+#[derive(Debug, Clone)]
+pub struct BalancedAllocation {
+    resources: Vec<WeightedResource>,
+}
+
+impl Default for BalancedAllocation {
+    fn default() -> Self {
+        BalancedAllocation { resources: resolve(&[(CPU.to_string(), 1), (MEMORY.to_string(), 1)]) }
+    }
+}
+
+impl BalancedAllocation {
+    fn score_node(&self, pod_requests: &Resources, node: &NodeState) -> i64 {
+        let mut fractions = [0f64; 8];
+        let mut count = 0;
+        let mut sum = 0.0;
+        for r in &self.resources {
+            let Some((alloc, req)) = allocatable_and_requested(&r.key, node, r.key.get(pod_requests), true)
+            else {
+                continue;
+            };
+            let fraction = (req as f64 / alloc as f64).min(1.0);
+            sum += fraction;
+            if count < fractions.len() {
+                fractions[count] = fraction;
+            }
+            count += 1;
+        }
+        let fractions = &fractions[..count.min(8)];
+        let std = match fractions.len() {
+            2 => ((fractions[0] - fractions[1]) / 2.0).abs(),
+            n if n > 2 => {
+                let mean = sum / n as f64;
+                (fractions.iter().map(|f| (f - mean) * (f - mean)).sum::<f64>() / n as f64).sqrt()
+            }
+            _ => 0.0,
+        };
+        ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
+    }
+}
+
+impl ScorePlugin for BalancedAllocation {
+    fn name(&self) -> &'static str {
+        BALANCED_NAME
+    }
+
+    fn default_weight(&self) -> i64 {
+        1
+    }
+
+    /// Skipped for best-effort pods (no request on any scored resource), as in kube 1.33+.
+    fn pre_score<'a>(
+        &self,
+        state: &mut CycleState<'a>,
+        _snap: &'a Snapshot,
+        _feasible: &[NodeId],
+    ) -> PreResult {
+        if self.resources.iter().all(|r| r.key.get(&state.pod.requests) == 0) {
+            PreResult::Skip
+        } else {
+            PreResult::Run
+        }
+    }
+
+    fn score(&self, state: &CycleState<'_>, _snap: &Snapshot, _id: NodeId, node: &NodeState) -> i64 {
+        self.score_node(&state.pod.requests, node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::testing::{node, pod, snapshot_with};
+
+    #[test]
+    fn fit_count_is_the_minimum_over_requested_resources_and_pod_slots() {
+        let snap = snapshot_with(vec![node("n1").cpu("4").mem("8Gi").pods(3).build()], vec![]);
+        let id = snap.node_ids()[0];
+        assert_eq!(fit_count(&snap, &pod("p").cpu("1").build(), id), 3, "pods allocatable caps the count");
+        assert_eq!(fit_count(&snap, &pod("p").cpu("1500m").build(), id), 2);
+        assert_eq!(fit_count(&snap, &pod("p").mem("3Gi").build(), id), 2);
+        assert_eq!(fit_count(&snap, &pod("p").gpu(1).build(), id), 0, "resource the node does not offer");
+        assert_eq!(fit_count(&snap, &pod("p").build(), id), 3, "no requests: only the pod count limits");
+    }
+
+    #[test]
+    fn fit_count_accounts_for_pods_already_there() {
+        let snap = snapshot_with(
+            vec![node("n1").cpu("4").gpus(8).build()],
+            vec![pod("old").cpu("1").gpu(3).on("n1").build()],
+        );
+        let id = snap.node_ids()[0];
+        assert_eq!(fit_count(&snap, &pod("p").cpu("1").build(), id), 3);
+        assert_eq!(fit_count(&snap, &pod("p").gpu(2).build(), id), 2);
+    }
+
+    #[test]
+    fn insufficient_resources_lists_every_reason_in_kube_order() {
+        let snap = snapshot_with(
+            vec![node("n1").cpu("1").mem("1Gi").pods(1).build()],
+            vec![pod("old").cpu("500m").on("n1").build()],
+        );
+        let n = snap.node(snap.node_ids()[0]);
+        let reasons = insufficient_resources(n, &pod("p").cpu("1").mem("2Gi").gpu(1).build().requests);
+        assert_eq!(
+            reasons.iter().map(|r| r.as_ref()).collect::<Vec<_>>(),
+            vec!["Too many pods", "Insufficient cpu", "Insufficient memory", "Insufficient nvidia.com/gpu"]
+        );
+        let ok = snapshot_with(vec![node("n1").cpu("1").build()], vec![]);
+        assert!(
+            insufficient_resources(ok.node(ok.node_ids()[0]), &pod("p").cpu("1").build().requests).is_empty()
+        );
+    }
+
+    #[test]
+    fn least_allocated_prefers_emptier_nodes() {
+        let snap = snapshot_with(
+            vec![node("a").cpu("4").mem("4Gi").build(), node("b").cpu("4").mem("4Gi").build()],
+            vec![pod("old").cpu("2").mem("2Gi").on("a").build()],
+        );
+        let fit = NodeResourcesFit::with_strategy(&ScoringStrategy::least_allocated());
+        let p = pod("p").cpu("1").mem("1Gi").build();
+        let a = fit.score_node(&p.requests, snap.node(snap.node_id("a").unwrap()));
+        let b = fit.score_node(&p.requests, snap.node(snap.node_id("b").unwrap()));
+        assert_eq!((a, b), (25, 75));
+    }
+
+    #[test]
+    fn most_allocated_prefers_fuller_nodes_and_caps_at_capacity() {
+        let snap = snapshot_with(
+            vec![node("a").cpu("4").mem("4Gi").build()],
+            vec![pod("old").cpu("2").mem("2Gi").on("a").build()],
+        );
+        let fit = NodeResourcesFit::with_strategy(&ScoringStrategy::most_allocated());
+        let n = snap.node(snap.node_ids()[0]);
+        assert_eq!(fit.score_node(&pod("p").cpu("1").mem("1Gi").build().requests, n), 75);
+        assert_eq!(fit.score_node(&pod("p").cpu("8").mem("8Gi").build().requests, n), 100);
+    }
+
+    #[test]
+    fn pods_without_requests_score_with_default_requests() {
+        let snap = snapshot_with(vec![node("a").cpu("1").mem("1000Mi").build()], vec![]);
+        let fit = NodeResourcesFit::with_strategy(&ScoringStrategy::most_allocated());
+        // 100m of 1000m cpu -> 10; 200Mi of 1000Mi memory -> 20; average 15.
+        assert_eq!(fit.score_node(&pod("p").build().requests, snap.node(snap.node_ids()[0])), 15);
+    }
+
+    #[test]
+    fn requested_to_capacity_ratio_follows_the_shape() {
+        let snap = snapshot_with(vec![node("a").cpu("10").mem("10Gi").build()], vec![]);
+        let n = snap.node(snap.node_ids()[0]);
+        let strategy = ScoringStrategy::RequestedToCapacityRatio {
+            resources: vec![("cpu".into(), 1), ("memory".into(), 1)],
+            shape: vec![(0, 0), (100, 10)],
+        };
+        let fit = NodeResourcesFit::with_strategy(&strategy);
+        assert_eq!(fit.score_node(&pod("p").cpu("5").mem("5Gi").build().requests, n), 50);
+        let strategy = ScoringStrategy::RequestedToCapacityRatio {
+            resources: vec![("cpu".into(), 1)],
+            shape: vec![(0, 10), (100, 0)],
+        };
+        let spread = NodeResourcesFit::with_strategy(&strategy);
+        assert_eq!(spread.score_node(&pod("p").cpu("3").build().requests, n), 70);
+        assert_eq!(broken_linear(&[(10, 20), (50, 60)], 0), 20, "below the first point");
+        assert_eq!(broken_linear(&[(10, 20), (50, 60)], 90), 60, "above the last point");
+        assert_eq!(broken_linear(&[(10, 20), (50, 60)], 30), 40);
+    }
+
+    #[test]
+    fn extended_resources_count_only_when_requested() {
+        let snap = snapshot_with(vec![node("a").cpu("4").mem("4Gi").gpus(8).build()], vec![]);
+        let n = snap.node(snap.node_ids()[0]);
+        let strategy = ScoringStrategy::MostAllocated {
+            resources: vec![("cpu".into(), 1), ("nvidia.com/gpu".into(), 3)],
+        };
+        let fit = NodeResourcesFit::with_strategy(&strategy);
+        // cpu 1/4 -> 25 (weight 1); gpu 4/8 -> 50 (weight 3): (25 + 150) / 4 = 43.
+        assert_eq!(fit.score_node(&pod("p").cpu("1").gpu(4).build().requests, n), 43);
+        // Without a gpu request only cpu counts.
+        assert_eq!(fit.score_node(&pod("p").cpu("1").build().requests, n), 25);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fits_agrees_with_the_reasons_and_fit_count(
+            alloc_cpu in 0u32..8, alloc_gpu in 0u32..4, slots in 0u32..4,
+            used_cpu in 0u32..8, used_gpu in 0u32..4,
+            req_cpu in 0u32..8, req_gpu in 0u32..4,
+        ) {
+            let mut old = pod("old").cpu(&format!("{used_cpu}")).on("n");
+            if used_gpu > 0 {
+                old = old.gpu(used_gpu);
+            }
+            let snap = snapshot_with(
+                vec![node("n").cpu(&alloc_cpu.to_string()).gpus(alloc_gpu).pods(slots + 1).build()],
+                vec![old.build()],
+            );
+            let n = snap.node(snap.node_ids()[0]);
+            let mut p = pod("p").cpu(&req_cpu.to_string());
+            if req_gpu > 0 {
+                p = p.gpu(req_gpu);
+            }
+            let p = p.build();
+            let fit = fits(n, &p.requests);
+            proptest::prop_assert_eq!(fit, insufficient_resources(n, &p.requests).is_empty());
+            proptest::prop_assert_eq!(fit, fit_count_on(n, &p.requests) >= 1);
+        }
+    }
+
+    #[test]
+    fn balanced_allocation_scores_by_fraction_spread() {
+        let snap = snapshot_with(vec![node("a").cpu("4").mem("4Gi").build()], vec![]);
+        let n = snap.node(snap.node_ids()[0]);
+        let ba = BalancedAllocation::default();
+        assert_eq!(ba.score_node(&pod("p").cpu("2").mem("2Gi").build().requests, n), 100);
+        // cpu 1.0, memory 0.25 -> std 0.375 -> 62.
+        assert_eq!(ba.score_node(&pod("p").cpu("4").mem("1Gi").build().requests, n), 62);
+    }
+}

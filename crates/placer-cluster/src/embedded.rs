@@ -1,1 +1,1003 @@
-//! The embedded, in-memory cluster (to be written).
+//! The embedded, in-memory cluster: a [`ClusterStore`] with a virtual clock.
+//!
+//! [`EmbeddedCluster`] behaves like a small API server, close enough for the controllers to
+//! run unchanged against it:
+//!
+//! * Objects are kept per kind, ordered by namespace and name, so listings are
+//!   deterministic.
+//! * Every write takes the next `resourceVersion` (one counter for the whole store) and
+//!   appends a [`WatchEvent`] to an ordered log ([`ClusterStore::watch_since`]). A write that
+//!   changes nothing is a no-op: no new resourceVersion, no watch event.
+//! * `create` fills `uid` (deterministic, from a counter), `creationTimestamp` (virtual
+//!   clock), `generation` (1), the namespace (`default` when missing) and, for an empty name
+//!   with `metadata.generateName`, a generated name `<generateName><5 chars>` as Kubernetes
+//!   shapes it. A created Pod without a phase starts `Pending`.
+//! * `update` replaces spec and metadata and keeps status; `update_status` replaces status
+//!   only. Both check a non-empty `resourceVersion` (optimistic concurrency). `generation` is
+//!   bumped when anything outside metadata and status changes.
+//! * `merge_patch` applies an RFC 7386 JSON merge patch to spec and metadata (a `status`
+//!   key in the patch is ignored, as the main resource ignores status).
+//! * `bind` is the pod binding subresource: the pod must exist and be unbound, its uid must
+//!   match when one is given, and the node must exist. It sets `spec.nodeName` and the
+//!   `PodScheduled=True` condition, as the API server does.
+//! * `delete` removes the object at once (pods included: grace periods are not simulated,
+//!   the corpus uses `terminationGracePeriodSeconds: 0`), then garbage-collects, in the
+//!   background style, every object whose owner references all point at owners that no
+//!   longer exist (matched by uid), cascading.
+//! * Admission hooks ([`EmbeddedCluster::add_admission`]) run on create, update and merge
+//!   patch (never on status writes or bindings); a rejection is [`StoreError::Forbidden`].
+//! * The clock is virtual: it starts at 0 ms, which is `2026-01-01T00:00:00Z`, and moves
+//!   only through [`EmbeddedCluster::advance_ms`] / [`EmbeddedCluster::set_now_ms`].
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use placer_api::k8s::api::core::v1::PodCondition;
+use placer_api::k8s::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use placer_api::k8s::jiff::Timestamp;
+use rustc_hash::FxHashMap;
+use serde_json::Value;
+
+use crate::{
+    Admission, ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError, WatchEvent, WatchEventKind,
+};
+
+/// Unix time of the virtual clock's 0: 2026-01-01T00:00:00Z, in milliseconds.
+pub const EPOCH_UNIX_MS: i64 = 1_767_225_600_000;
+
+/// Alphabet Kubernetes uses for generated name suffixes (no vowels, no confusable digits).
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// An in-memory cluster store with a virtual clock. See the module documentation.
+pub struct EmbeddedCluster {
+    objects: BTreeMap<ObjectRef, Object>,
+    /// uid -> object, for owner-reference lookups.
+    by_uid: FxHashMap<String, ObjectRef>,
+    /// owner uid -> objects that name it in `ownerReferences`.
+    dependents: FxHashMap<String, BTreeSet<ObjectRef>>,
+    resource_version: u64,
+    log: Vec<WatchEvent>,
+    events: Vec<EventRecord>,
+    now_ms: u64,
+    uid_counter: u64,
+    name_counter: u64,
+    admission: Vec<Box<dyn Admission + Send>>,
+}
+
+impl Default for EmbeddedCluster {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for EmbeddedCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedCluster")
+            .field("objects", &self.objects.len())
+            .field("resource_version", &self.resource_version)
+            .field("now_ms", &self.now_ms)
+            .field("admission", &self.admission.len())
+            .finish()
+    }
+}
+
+impl EmbeddedCluster {
+    /// An empty cluster at virtual time 0 with no admission hooks.
+    pub fn new() -> Self {
+        EmbeddedCluster {
+            objects: BTreeMap::new(),
+            by_uid: FxHashMap::default(),
+            dependents: FxHashMap::default(),
+            resource_version: 0,
+            log: Vec::new(),
+            events: Vec::new(),
+            now_ms: 0,
+            uid_counter: 0,
+            name_counter: 0,
+            admission: Vec::new(),
+        }
+    }
+
+    /// Adds an admission hook; hooks run in the order they were added.
+    pub fn add_admission(&mut self, admission: Box<dyn Admission + Send>) {
+        self.admission.push(admission);
+    }
+
+    /// Moves the virtual clock forward by `ms`.
+    pub fn advance_ms(&mut self, ms: u64) {
+        self.now_ms = self.now_ms.saturating_add(ms);
+    }
+
+    /// Sets the virtual clock. Callers move it forward only: timestamps already handed out
+    /// are not rewritten.
+    pub fn set_now_ms(&mut self, ms: u64) {
+        self.now_ms = ms;
+    }
+
+    /// Number of stored objects (all kinds).
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// True when the store holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// Every stored object, ordered by kind, namespace and name.
+    pub fn objects(&self) -> impl Iterator<Item = &Object> {
+        self.objects.values()
+    }
+
+    /// Number of entries in the watch log.
+    pub fn watch_log_len(&self) -> usize {
+        self.log.len()
+    }
+
+    fn next_rv(&mut self) -> u64 {
+        self.resource_version += 1;
+        self.resource_version
+    }
+
+    fn next_uid(&mut self) -> String {
+        self.uid_counter += 1;
+        let a = splitmix64(self.uid_counter);
+        let b = splitmix64(a ^ 0x5bd1_e995);
+        // UUID v4 shape: 8-4-4-4-12 hex digits, version nibble 4, variant bits 10.
+        format!(
+            "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+            a >> 32,
+            (a >> 16) & 0xffff,
+            a & 0x0fff,
+            0x8000 | ((b >> 48) & 0x3fff),
+            b & 0xffff_ffff_ffff
+        )
+    }
+
+    fn next_name_suffix(&mut self) -> String {
+        self.name_counter += 1;
+        let mut h = splitmix64(self.name_counter ^ 0x9e37_79b9);
+        let mut s = String::with_capacity(5);
+        for _ in 0..5 {
+            s.push(NAME_ALPHABET[(h % NAME_ALPHABET.len() as u64) as usize] as char);
+            h /= NAME_ALPHABET.len() as u64;
+        }
+        s
+    }
+
+    fn admit(&self, old: Option<&Object>, new: &Object) -> Result<(), StoreError> {
+        for hook in &self.admission {
+            hook.admit(self, old, new)
+                .map_err(|message| StoreError::Forbidden { what: new.object_ref(), message })?;
+        }
+        Ok(())
+    }
+
+    /// Stores `obj` under `r` (insert or replace), keeping the indexes current, and logs
+    /// the watch event.
+    fn put(&mut self, r: ObjectRef, mut obj: Object, kind: WatchEventKind) -> Object {
+        let rv = self.next_rv();
+        obj.metadata_mut().resource_version = Some(rv.to_string());
+        if let Some(old) = self.objects.get(&r) {
+            let old_owners = owner_uids(old);
+            for uid in old_owners {
+                if let Some(set) = self.dependents.get_mut(&uid) {
+                    set.remove(&r);
+                    if set.is_empty() {
+                        self.dependents.remove(&uid);
+                    }
+                }
+            }
+        }
+        for uid in owner_uids(&obj) {
+            self.dependents.entry(uid).or_default().insert(r.clone());
+        }
+        if let Some(uid) = obj.metadata().uid.clone() {
+            self.by_uid.insert(uid, r.clone());
+        }
+        self.objects.insert(r, obj.clone());
+        self.log.push(WatchEvent { resource_version: rv, kind, object: obj.clone() });
+        obj
+    }
+
+    /// Removes `r` and logs the deletion. Returns the uid of the removed object.
+    fn remove(&mut self, r: &ObjectRef) -> Option<String> {
+        let mut obj = self.objects.remove(r)?;
+        for uid in owner_uids(&obj) {
+            if let Some(set) = self.dependents.get_mut(&uid) {
+                set.remove(r);
+                if set.is_empty() {
+                    self.dependents.remove(&uid);
+                }
+            }
+        }
+        let uid = obj.metadata().uid.clone();
+        if let Some(uid) = &uid {
+            self.by_uid.remove(uid);
+        }
+        let rv = self.next_rv();
+        obj.metadata_mut().resource_version = Some(rv.to_string());
+        self.log.push(WatchEvent { resource_version: rv, kind: WatchEventKind::Deleted, object: obj });
+        uid
+    }
+
+    /// True when some owner reference of `obj` points at an object that still exists.
+    fn has_live_owner(&self, obj: &Object, namespace: &str) -> bool {
+        obj.metadata().owner_references.iter().flatten().any(|o| {
+            if !o.uid.is_empty() {
+                return self.by_uid.contains_key(&o.uid);
+            }
+            // An owner reference without uid: fall back to kind + name in the namespace.
+            Kind::from_type(&o.api_version, &o.kind).is_some_and(|k| {
+                let ns = if k.namespaced() { namespace } else { "" };
+                self.objects.contains_key(&ObjectRef::new(k, ns, o.name.clone()))
+            })
+        })
+    }
+
+    /// Background garbage collection after `uid` was deleted: deletes dependents left
+    /// without any live owner, cascading.
+    fn collect_garbage(&mut self, uid: String) {
+        let mut queue = VecDeque::from([uid]);
+        while let Some(owner) = queue.pop_front() {
+            let Some(deps) = self.dependents.get(&owner).cloned() else { continue };
+            for dep in deps {
+                let orphaned = match self.objects.get(&dep) {
+                    Some(obj) => !self.has_live_owner(obj, &dep.namespace),
+                    None => false,
+                };
+                if orphaned {
+                    if let Some(dep_uid) = self.remove(&dep) {
+                        queue.push_back(dep_uid);
+                    }
+                }
+            }
+            // Nothing can point at a deleted uid any more (uids are never reused).
+            self.dependents.remove(&owner);
+        }
+    }
+
+    /// Shared tail of `update` and `merge_patch`: server-owned fields from `old`, status
+    /// kept, admission, no-op detection, generation bump.
+    fn replace_spec(&mut self, r: ObjectRef, old: Object, mut new: Object) -> Result<Object, StoreError> {
+        keep_server_fields(old.metadata(), new.metadata_mut());
+        copy_status(&old, &mut new);
+        self.admit(Some(&old), &new)?;
+        if new == old {
+            return Ok(old);
+        }
+        if spec_json(&old) != spec_json(&new) {
+            let generation = old.metadata().generation.unwrap_or(0) + 1;
+            new.metadata_mut().generation = Some(generation);
+        }
+        Ok(self.put(r, new, WatchEventKind::Modified))
+    }
+
+    fn check_rv(r: &ObjectRef, given: Option<&String>, stored: &Object) -> Result<(), StoreError> {
+        match given {
+            Some(rv) if !rv.is_empty() && Some(rv) != stored.metadata().resource_version.as_ref() => {
+                Err(StoreError::Conflict(r.clone()))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl ClusterStore for EmbeddedCluster {
+    fn now_ms(&self) -> u64 {
+        self.now_ms
+    }
+
+    fn now(&self) -> Time {
+        let ms = i64::try_from(self.now_ms).unwrap_or(i64::MAX).saturating_add(EPOCH_UNIX_MS);
+        Time(Timestamp::from_millisecond(ms).unwrap_or(Timestamp::MAX))
+    }
+
+    fn resource_version(&self) -> u64 {
+        self.resource_version
+    }
+
+    fn get(&self, r: &ObjectRef) -> Option<Object> {
+        self.objects.get(r).cloned()
+    }
+
+    fn list(&self, kind: Kind) -> Vec<Object> {
+        self.objects
+            .range(ObjectRef::new(kind, "", "")..)
+            .take_while(|(r, _)| r.kind == kind)
+            .map(|(_, o)| o.clone())
+            .collect()
+    }
+
+    fn create(&mut self, mut obj: Object) -> Result<Object, StoreError> {
+        let kind = obj.kind();
+        {
+            let now = self.now();
+            let needs_name = obj.metadata().name.as_deref().is_none_or(str::is_empty);
+            let generate_name = obj.metadata().generate_name.clone().filter(|g| !g.is_empty());
+            let meta = obj.metadata_mut();
+            if kind.namespaced() {
+                if meta.namespace.as_deref().is_none_or(str::is_empty) {
+                    meta.namespace = Some("default".to_string());
+                }
+            } else {
+                meta.namespace = None;
+            }
+            if needs_name && generate_name.is_none() {
+                let r = ObjectRef::new(kind, meta.namespace.clone().unwrap_or_default(), "");
+                return Err(StoreError::Invalid {
+                    what: r,
+                    message: "metadata.name: Required value: name or generateName is required".to_string(),
+                });
+            }
+            meta.uid = None;
+            meta.creation_timestamp = Some(now);
+            meta.generation = Some(1);
+            meta.deletion_timestamp = None;
+            meta.resource_version = None;
+        }
+        if let Some(prefix) = obj
+            .metadata()
+            .generate_name
+            .clone()
+            .filter(|_| obj.metadata().name.as_deref().is_none_or(str::is_empty))
+        {
+            // Kubernetes retries a colliding generated name; so do we, deterministically.
+            let mut attempts = 0;
+            loop {
+                let name = format!("{prefix}{}", self.next_name_suffix());
+                let candidate = ObjectRef::new(kind, obj.object_ref().namespace, name.clone());
+                if !self.objects.contains_key(&candidate) || attempts >= 16 {
+                    obj.metadata_mut().name = Some(name);
+                    break;
+                }
+                attempts += 1;
+            }
+        }
+        let r = obj.object_ref();
+        if self.objects.contains_key(&r) {
+            return Err(StoreError::AlreadyExists(r));
+        }
+        if let Object::Pod(pod) = &mut obj {
+            let status = pod.status.get_or_insert_with(Default::default);
+            if status.phase.as_deref().is_none_or(str::is_empty) {
+                status.phase = Some("Pending".to_string());
+            }
+        }
+        self.admit(None, &obj)?;
+        let uid = self.next_uid();
+        obj.metadata_mut().uid = Some(uid);
+        Ok(self.put(r, obj, WatchEventKind::Added))
+    }
+
+    fn update(&mut self, obj: Object) -> Result<Object, StoreError> {
+        let r = obj.object_ref();
+        let old = self.objects.get(&r).cloned().ok_or_else(|| StoreError::NotFound(r.clone()))?;
+        Self::check_rv(&r, obj.metadata().resource_version.as_ref(), &old)?;
+        self.replace_spec(r, old, obj)
+    }
+
+    fn update_status(&mut self, obj: Object) -> Result<Object, StoreError> {
+        let r = obj.object_ref();
+        let old = self.objects.get(&r).cloned().ok_or_else(|| StoreError::NotFound(r.clone()))?;
+        Self::check_rv(&r, obj.metadata().resource_version.as_ref(), &old)?;
+        let mut new = old.clone();
+        if !copy_status(&obj, &mut new) {
+            let message = format!("{} has no status subresource", r.kind);
+            return Err(StoreError::Invalid { what: r, message });
+        }
+        if new == old {
+            return Ok(old);
+        }
+        Ok(self.put(r, new, WatchEventKind::Modified))
+    }
+
+    fn merge_patch(&mut self, r: &ObjectRef, patch: &Value) -> Result<Object, StoreError> {
+        let old = self.objects.get(r).cloned().ok_or_else(|| StoreError::NotFound(r.clone()))?;
+        let invalid = |message: String| StoreError::Invalid { what: r.clone(), message };
+        let Value::Object(fields) = patch else {
+            return Err(invalid("a merge patch must be a JSON object".to_string()));
+        };
+        for (key, expected) in [("apiVersion", r.kind.api_version()), ("kind", r.kind.name())] {
+            match fields.get(key) {
+                None | Some(Value::Null) => {}
+                Some(Value::String(s)) if s == expected => {}
+                Some(other) => {
+                    return Err(invalid(format!("{key}: Invalid value: {other}: must be {expected}")))
+                }
+            }
+        }
+        let given_rv = fields
+            .get("metadata")
+            .and_then(|m| m.get("resourceVersion"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        Self::check_rv(r, given_rv.as_ref(), &old)?;
+        let mut doc = old.to_json();
+        let mut spec_patch = fields.clone();
+        for key in ["apiVersion", "kind", "status"] {
+            spec_patch.remove(key);
+        }
+        merge_json(&mut doc, &Value::Object(spec_patch));
+        let new = Object::from_json(r.kind, doc).map_err(|e| invalid(e.to_string()))?;
+        self.replace_spec(r.clone(), old, new)
+    }
+
+    fn delete(&mut self, r: &ObjectRef) -> Result<(), StoreError> {
+        match self.remove(r) {
+            None => Err(StoreError::NotFound(r.clone())),
+            Some(uid) => {
+                self.collect_garbage(uid);
+                Ok(())
+            }
+        }
+    }
+
+    fn bind(&mut self, namespace: &str, name: &str, uid: &str, node: &str) -> Result<(), StoreError> {
+        let r = ObjectRef::new(Kind::Pod, namespace, name);
+        let Some(Object::Pod(pod)) = self.objects.get(&r) else {
+            return Err(StoreError::NotFound(r));
+        };
+        if !uid.is_empty() && pod.metadata.uid.as_deref() != Some(uid) {
+            return Err(StoreError::Conflict(r));
+        }
+        if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()) {
+            return Err(StoreError::Conflict(r));
+        }
+        let node_ref = ObjectRef::new(Kind::Node, "", node);
+        if !self.objects.contains_key(&node_ref) {
+            return Err(StoreError::NotFound(node_ref));
+        }
+        let mut pod = pod.clone();
+        pod.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
+        let now = self.now();
+        let status = pod.status.get_or_insert_with(Default::default);
+        let conditions = status.conditions.get_or_insert_with(Vec::new);
+        let scheduled = PodCondition {
+            type_: "PodScheduled".to_string(),
+            status: "True".to_string(),
+            last_transition_time: Some(now),
+            ..Default::default()
+        };
+        match conditions.iter_mut().find(|c| c.type_ == "PodScheduled") {
+            Some(c) => *c = scheduled,
+            None => conditions.push(scheduled),
+        }
+        self.put(r, Object::Pod(pod), WatchEventKind::Modified);
+        Ok(())
+    }
+
+    fn record_event(&mut self, event: EventRecord) {
+        self.events.push(event);
+    }
+
+    fn events(&self) -> Vec<EventRecord> {
+        self.events.clone()
+    }
+
+    fn watch_since(&self, after: u64) -> Vec<WatchEvent> {
+        let start = self.log.partition_point(|e| e.resource_version <= after);
+        self.log[start..].to_vec()
+    }
+}
+
+/// SplitMix64: a small, well-mixing deterministic hash of a counter.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn owner_uids(obj: &Object) -> Vec<String> {
+    obj.metadata()
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|o| !o.uid.is_empty())
+        .map(|o| o.uid.clone())
+        .collect()
+}
+
+/// Copies the fields the server owns from the stored metadata onto an incoming write.
+fn keep_server_fields(old: &ObjectMeta, new: &mut ObjectMeta) {
+    new.name = old.name.clone();
+    new.namespace = old.namespace.clone();
+    new.uid = old.uid.clone();
+    new.creation_timestamp = old.creation_timestamp.clone();
+    new.deletion_timestamp = old.deletion_timestamp.clone();
+    new.generation = old.generation;
+    new.resource_version = old.resource_version.clone();
+    new.generate_name = old.generate_name.clone();
+}
+
+/// Copies `from`'s status onto `to` (same kind). Returns false for kinds without status.
+fn copy_status(from: &Object, to: &mut Object) -> bool {
+    match (from, to) {
+        (Object::Node(a), Object::Node(b)) => b.status = a.status.clone(),
+        (Object::Pod(a), Object::Pod(b)) => b.status = a.status.clone(),
+        (Object::PodGroup(a), Object::PodGroup(b)) => b.status = a.status.clone(),
+        (Object::Job(a), Object::Job(b)) => b.status = a.status.clone(),
+        (Object::CronJob(a), Object::CronJob(b)) => b.status = a.status.clone(),
+        (Object::PodDisruptionBudget(a), Object::PodDisruptionBudget(b)) => b.status = a.status.clone(),
+        _ => return false,
+    }
+    true
+}
+
+/// Everything but metadata and status: what `generation` tracks.
+fn spec_json(obj: &Object) -> Value {
+    let mut v = obj.to_json();
+    if let Value::Object(m) = &mut v {
+        m.remove("metadata");
+        m.remove("status");
+    }
+    v
+}
+
+/// RFC 7386 JSON merge patch: objects merge key by key, `null` removes a key, anything
+/// else (including arrays) replaces the target.
+pub fn merge_json(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(fields) => {
+            if !target.is_object() {
+                *target = Value::Object(serde_json::Map::new());
+            }
+            if let Value::Object(t) = target {
+                for (key, value) in fields {
+                    if value.is_null() {
+                        t.remove(key);
+                    } else {
+                        merge_json(t.entry(key.clone()).or_insert(Value::Null), value);
+                    }
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use placer_api::k8s::api::batch::v1::Job;
+    use placer_api::k8s::api::core::v1::{Node, Pod, PodSpec, PodStatus};
+    use placer_api::k8s::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use serde_json::json;
+
+    fn pod(ns: &str, name: &str) -> Object {
+        Object::Pod(Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(ns.into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec::default()),
+            status: None,
+        })
+    }
+
+    fn node(name: &str) -> Object {
+        Object::Node(Node {
+            metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+            ..Default::default()
+        })
+    }
+
+    fn job(name: &str) -> Object {
+        Object::Job(Job {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    }
+
+    fn owned_by(mut obj: Object, owners: &[&Object]) -> Object {
+        obj.metadata_mut().owner_references = Some(
+            owners
+                .iter()
+                .map(|o| OwnerReference {
+                    api_version: o.kind().api_version().into(),
+                    kind: o.kind().name().into(),
+                    name: o.metadata().name.clone().unwrap_or_default(),
+                    uid: o.metadata().uid.clone().unwrap_or_default(),
+                    ..Default::default()
+                })
+                .collect(),
+        );
+        obj
+    }
+
+    fn pod_ref(name: &str) -> ObjectRef {
+        ObjectRef::new(Kind::Pod, "default", name)
+    }
+
+    fn rv(obj: &Object) -> u64 {
+        obj.metadata().resource_version.as_deref().and_then(|s| s.parse().ok()).unwrap_or(0)
+    }
+
+    struct DenyLabel(&'static str);
+    impl Admission for DenyLabel {
+        fn admit(&self, _: &dyn ClusterStore, _: Option<&Object>, new: &Object) -> Result<(), String> {
+            match new.metadata().labels.as_ref().and_then(|l| l.get(self.0)) {
+                Some(_) => Err(format!("label {} is not allowed", self.0)),
+                None => Ok(()),
+            }
+        }
+    }
+
+    #[test]
+    fn create_fills_server_fields_deterministically() {
+        let mut a = EmbeddedCluster::new();
+        let mut b = EmbeddedCluster::new();
+        let pa = a.create(pod("default", "p")).unwrap();
+        let pb = b.create(pod("default", "p")).unwrap();
+        assert_eq!(pa, pb, "two fresh stores hand out the same uid and timestamps");
+        let m = pa.metadata();
+        assert_eq!(m.resource_version.as_deref(), Some("1"));
+        assert_eq!(m.generation, Some(1));
+        assert_eq!(m.uid.as_deref().map(str::len), Some(36));
+        assert_eq!(
+            m.creation_timestamp.as_ref().map(|t| t.0.to_string()).as_deref(),
+            Some("2026-01-01T00:00:00Z")
+        );
+        let phase = pa.as_pod().and_then(|p| p.status.as_ref()).and_then(|s| s.phase.clone());
+        assert_eq!(phase.as_deref(), Some("Pending"), "a created pod starts Pending");
+    }
+
+    #[test]
+    fn uids_are_unique() {
+        let mut c = EmbeddedCluster::new();
+        let uids: BTreeSet<_> = (0..100)
+            .map(|i| c.create(pod("default", &format!("p{i}"))).unwrap().metadata().uid.clone())
+            .collect();
+        assert_eq!(uids.len(), 100);
+    }
+
+    #[test]
+    fn namespace_defaults_and_cluster_scoped_kinds_have_none() {
+        let mut c = EmbeddedCluster::new();
+        let mut p = pod("x", "p");
+        p.metadata_mut().namespace = None;
+        assert_eq!(c.create(p).unwrap().metadata().namespace.as_deref(), Some("default"));
+        let mut n = node("n1");
+        n.metadata_mut().namespace = Some("ignored".into());
+        assert_eq!(c.create(n).unwrap().metadata().namespace, None);
+        assert!(c.get(&ObjectRef::new(Kind::Node, "", "n1")).is_some());
+    }
+
+    #[test]
+    fn create_rejects_duplicates_and_missing_names() {
+        let mut c = EmbeddedCluster::new();
+        c.create(pod("default", "p")).unwrap();
+        assert_eq!(c.create(pod("default", "p")), Err(StoreError::AlreadyExists(pod_ref("p"))));
+        assert!(c.create(pod("other", "p")).is_ok(), "names are per namespace");
+        let err = c.create(pod("default", "")).unwrap_err();
+        assert!(matches!(err, StoreError::Invalid { .. }), "{err}");
+    }
+
+    #[test]
+    fn generate_name_gives_kubernetes_shaped_deterministic_names() {
+        let mut c = EmbeddedCluster::new();
+        let mut names = Vec::new();
+        for _ in 0..3 {
+            let mut p = pod("default", "");
+            p.metadata_mut().generate_name = Some("train-".into());
+            names.push(c.create(p).unwrap().metadata().name.clone().unwrap());
+        }
+        for n in &names {
+            assert_eq!(n.len(), "train-".len() + 5, "{n}");
+            assert!(n.starts_with("train-"));
+            assert!(n["train-".len()..].bytes().all(|b| NAME_ALPHABET.contains(&b)), "{n}");
+        }
+        assert_eq!(names.iter().collect::<BTreeSet<_>>().len(), 3);
+        let mut again = EmbeddedCluster::new();
+        let mut p = pod("default", "");
+        p.metadata_mut().generate_name = Some("train-".into());
+        assert_eq!(again.create(p).unwrap().metadata().name.as_ref(), Some(&names[0]));
+    }
+
+    #[test]
+    fn list_is_sorted_by_namespace_then_name_and_per_kind() {
+        let mut c = EmbeddedCluster::new();
+        for (ns, name) in [("b", "a"), ("a", "z"), ("a", "b")] {
+            c.create(pod(ns, name)).unwrap();
+        }
+        c.create(node("n")).unwrap();
+        let got: Vec<_> = c.list(Kind::Pod).iter().map(|o| o.object_ref().to_string()).collect();
+        assert_eq!(got, ["Pod a/b", "Pod a/z", "Pod b/a"]);
+        assert_eq!(c.list(Kind::Node).len(), 1);
+        assert!(c.list(Kind::Job).is_empty());
+    }
+
+    #[test]
+    fn resource_versions_increase_and_watch_replays_in_order() {
+        let mut c = EmbeddedCluster::new();
+        c.create(pod("default", "a")).unwrap();
+        c.create(pod("default", "b")).unwrap();
+        c.delete(&pod_ref("a")).unwrap();
+        assert_eq!(c.resource_version(), 3);
+        let all = c.watch_since(0);
+        let kinds: Vec<_> = all.iter().map(|e| (e.resource_version, e.kind)).collect();
+        assert_eq!(
+            kinds,
+            [(1, WatchEventKind::Added), (2, WatchEventKind::Added), (3, WatchEventKind::Deleted)]
+        );
+        assert_eq!(c.watch_since(2).len(), 1);
+        assert!(c.watch_since(3).is_empty());
+        assert_eq!(rv(&all[2].object), 3, "a deleted object carries the deletion's resourceVersion");
+    }
+
+    #[test]
+    fn update_keeps_status_and_server_fields_and_bumps_generation_on_spec_change() {
+        let mut c = EmbeddedCluster::new();
+        let mut p = pod("default", "p");
+        if let Object::Pod(pp) = &mut p {
+            pp.status = Some(PodStatus { phase: Some("Running".into()), ..Default::default() });
+        }
+        let created = c.create(p).unwrap();
+        let mut changed = created.clone();
+        if let Object::Pod(pp) = &mut changed {
+            pp.status = Some(PodStatus { phase: Some("Failed".into()), ..Default::default() });
+            pp.spec.as_mut().unwrap().priority = Some(7);
+            pp.metadata.uid = Some("forged".into());
+        }
+        let updated = c.update(changed).unwrap();
+        let up = updated.as_pod().unwrap();
+        assert_eq!(up.status.as_ref().unwrap().phase.as_deref(), Some("Running"), "update keeps status");
+        assert_eq!(up.spec.as_ref().unwrap().priority, Some(7));
+        assert_eq!(up.metadata.uid, created.metadata().uid, "uid is server-owned");
+        assert_eq!(up.metadata.generation, Some(2));
+        assert_eq!(rv(&updated), 2);
+    }
+
+    #[test]
+    fn label_only_update_keeps_generation() {
+        let mut c = EmbeddedCluster::new();
+        let mut p = c.create(pod("default", "p")).unwrap();
+        p.metadata_mut().labels = Some([("a".to_string(), "b".to_string())].into());
+        let updated = c.update(p).unwrap();
+        assert_eq!(updated.metadata().generation, Some(1));
+        assert_eq!(rv(&updated), 2);
+    }
+
+    #[test]
+    fn writes_that_change_nothing_are_no_ops() {
+        let mut c = EmbeddedCluster::new();
+        let p = c.create(pod("default", "p")).unwrap();
+        c.update(p.clone()).unwrap();
+        c.update_status(p).unwrap();
+        c.merge_patch(&pod_ref("p"), &json!({"metadata": {"name": "p"}})).unwrap();
+        assert_eq!(c.resource_version(), 1);
+        assert_eq!(c.watch_since(0).len(), 1);
+    }
+
+    #[test]
+    fn update_status_changes_only_status() {
+        let mut c = EmbeddedCluster::new();
+        let created = c.create(pod("default", "p")).unwrap();
+        let mut write = created.clone();
+        if let Object::Pod(pp) = &mut write {
+            pp.status = Some(PodStatus { phase: Some("Running".into()), ..Default::default() });
+            pp.metadata.labels = Some([("ignored".to_string(), "x".to_string())].into());
+            pp.spec.as_mut().unwrap().priority = Some(9);
+        }
+        let stored = c.update_status(write).unwrap();
+        let sp = stored.as_pod().unwrap();
+        assert_eq!(sp.status.as_ref().unwrap().phase.as_deref(), Some("Running"));
+        assert_eq!(sp.metadata.labels, None, "metadata is not changed through status");
+        assert_eq!(sp.spec.as_ref().unwrap().priority, None, "spec is not changed through status");
+        assert_eq!(sp.metadata.generation, Some(1));
+    }
+
+    #[test]
+    fn status_write_on_a_kind_without_status_is_invalid() {
+        let mut c = EmbeddedCluster::new();
+        let pc = Object::PriorityClass(placer_api::k8s::api::scheduling::v1::PriorityClass {
+            metadata: ObjectMeta { name: Some("high".into()), ..Default::default() },
+            value: Some(100),
+            ..Default::default()
+        });
+        let stored = c.create(pc).unwrap();
+        assert!(matches!(c.update_status(stored), Err(StoreError::Invalid { .. })));
+    }
+
+    #[test]
+    fn stale_resource_version_is_a_conflict_and_empty_means_unconditional() {
+        let mut c = EmbeddedCluster::new();
+        let v1 = c.create(pod("default", "p")).unwrap();
+        let mut v2 = v1.clone();
+        v2.metadata_mut().labels = Some([("a".to_string(), "1".to_string())].into());
+        c.update(v2).unwrap();
+        let mut stale = v1.clone();
+        stale.metadata_mut().labels = Some([("a".to_string(), "2".to_string())].into());
+        assert_eq!(c.update(stale.clone()), Err(StoreError::Conflict(pod_ref("p"))));
+        assert_eq!(c.update_status(stale.clone()), Err(StoreError::Conflict(pod_ref("p"))));
+        stale.metadata_mut().resource_version = None;
+        assert!(c.update(stale).is_ok());
+        let patch = json!({"metadata": {"resourceVersion": "1", "labels": {"a": "3"}}});
+        assert_eq!(c.merge_patch(&pod_ref("p"), &patch), Err(StoreError::Conflict(pod_ref("p"))));
+    }
+
+    #[test]
+    fn updating_a_missing_object_is_not_found() {
+        let mut c = EmbeddedCluster::new();
+        assert_eq!(c.update(pod("default", "p")), Err(StoreError::NotFound(pod_ref("p"))));
+        assert_eq!(c.update_status(pod("default", "p")), Err(StoreError::NotFound(pod_ref("p"))));
+        assert_eq!(c.merge_patch(&pod_ref("p"), &json!({})), Err(StoreError::NotFound(pod_ref("p"))));
+        assert_eq!(c.delete(&pod_ref("p")), Err(StoreError::NotFound(pod_ref("p"))));
+    }
+
+    #[test]
+    fn merge_patch_follows_rfc_7386() {
+        let mut c = EmbeddedCluster::new();
+        let mut j = job("train");
+        if let Object::Job(jj) = &mut j {
+            jj.metadata.labels = Some([("keep".into(), "1".into()), ("drop".into(), "1".into())].into());
+            let spec = jj.spec.get_or_insert_with(Default::default);
+            spec.parallelism = Some(4);
+            spec.completions = Some(4);
+        }
+        c.create(j).unwrap();
+        let r = ObjectRef::new(Kind::Job, "default", "train");
+        let patch = json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "labels": {"drop": null, "new": "on"}},
+            "spec": {"parallelism": 2},
+            "status": {"active": 5}
+        });
+        let out = c.merge_patch(&r, &patch).unwrap();
+        let Object::Job(jj) = out else { panic!("kind changed") };
+        let labels = jj.metadata.labels.unwrap();
+        assert_eq!(labels.get("keep").map(String::as_str), Some("1"));
+        assert_eq!(labels.get("new").map(String::as_str), Some("on"));
+        assert!(!labels.contains_key("drop"), "null removes a key");
+        let spec = jj.spec.unwrap();
+        assert_eq!((spec.parallelism, spec.completions), (Some(2), Some(4)));
+        assert_eq!(jj.status, None, "status is not patched through the main resource");
+        assert_eq!(jj.metadata.generation, Some(2));
+    }
+
+    #[test]
+    fn merge_patch_rejects_a_different_kind_and_invalid_results() {
+        let mut c = EmbeddedCluster::new();
+        c.create(job("train")).unwrap();
+        let r = ObjectRef::new(Kind::Job, "default", "train");
+        assert!(matches!(c.merge_patch(&r, &json!({"kind": "Pod"})), Err(StoreError::Invalid { .. })));
+        assert!(matches!(
+            c.merge_patch(&r, &json!({"spec": {"parallelism": "many"}})),
+            Err(StoreError::Invalid { .. })
+        ));
+        assert!(matches!(c.merge_patch(&r, &json!([1])), Err(StoreError::Invalid { .. })));
+    }
+
+    #[test]
+    fn merge_json_replaces_arrays_and_scalars() {
+        let mut doc = json!({"a": [1, 2], "b": {"c": 1}, "d": 1});
+        merge_json(&mut doc, &json!({"a": [3], "b": 5, "e": {"f": null, "g": 1}}));
+        assert_eq!(doc, json!({"a": [3], "b": 5, "d": 1, "e": {"g": 1}}));
+    }
+
+    #[test]
+    fn admission_runs_on_create_update_and_patch_but_not_status() {
+        let mut c = EmbeddedCluster::new();
+        c.add_admission(Box::new(DenyLabel("forbidden")));
+        let mut bad = pod("default", "p");
+        bad.metadata_mut().labels = Some([("forbidden".to_string(), "x".to_string())].into());
+        let err = c.create(bad.clone()).unwrap_err();
+        assert_eq!(err.to_string(), "Pod default/p is forbidden: label forbidden is not allowed");
+        let good = c.create(pod("default", "p")).unwrap();
+        assert!(matches!(c.update(bad), Err(StoreError::Forbidden { .. })));
+        let patch = json!({"metadata": {"labels": {"forbidden": "y"}}});
+        assert!(matches!(c.merge_patch(&pod_ref("p"), &patch), Err(StoreError::Forbidden { .. })));
+        let mut status = good.clone();
+        status.metadata_mut().labels = Some([("forbidden".to_string(), "x".to_string())].into());
+        if let Object::Pod(p) = &mut status {
+            p.status = Some(PodStatus { phase: Some("Running".into()), ..Default::default() });
+        }
+        assert!(c.update_status(status).is_ok(), "status writes skip admission");
+        assert_eq!(c.resource_version(), 2, "rejected writes leave no trace");
+    }
+
+    #[test]
+    fn bind_sets_node_name_and_scheduled_condition() {
+        let mut c = EmbeddedCluster::new();
+        c.create(node("n1")).unwrap();
+        let p = c.create(pod("default", "p")).unwrap();
+        let uid = p.metadata().uid.clone().unwrap();
+        c.bind("default", "p", &uid, "n1").unwrap();
+        let bound = c.get(&pod_ref("p")).unwrap();
+        let bp = bound.as_pod().unwrap();
+        assert_eq!(bp.spec.as_ref().unwrap().node_name.as_deref(), Some("n1"));
+        let cond = &bp.status.as_ref().unwrap().conditions.as_ref().unwrap()[0];
+        assert_eq!((cond.type_.as_str(), cond.status.as_str()), ("PodScheduled", "True"));
+        assert_eq!(c.watch_since(2).last().map(|e| e.kind), Some(WatchEventKind::Modified));
+    }
+
+    #[test]
+    fn bind_refuses_missing_pods_and_nodes_bound_pods_and_uid_mismatch() {
+        let mut c = EmbeddedCluster::new();
+        c.create(node("n1")).unwrap();
+        c.create(pod("default", "p")).unwrap();
+        assert_eq!(c.bind("default", "nope", "", "n1"), Err(StoreError::NotFound(pod_ref("nope"))));
+        assert_eq!(
+            c.bind("default", "p", "", "n9"),
+            Err(StoreError::NotFound(ObjectRef::new(Kind::Node, "", "n9")))
+        );
+        assert_eq!(c.bind("default", "p", "other-uid", "n1"), Err(StoreError::Conflict(pod_ref("p"))));
+        c.bind("default", "p", "", "n1").unwrap();
+        assert_eq!(c.bind("default", "p", "", "n1"), Err(StoreError::Conflict(pod_ref("p"))));
+    }
+
+    #[test]
+    fn delete_collects_dependents_whose_owners_are_all_gone() {
+        let mut c = EmbeddedCluster::new();
+        let j1 = c.create(job("j1")).unwrap();
+        let j2 = c.create(job("j2")).unwrap();
+        c.create(owned_by(pod("default", "only-j1"), &[&j1])).unwrap();
+        c.create(owned_by(pod("default", "both"), &[&j1, &j2])).unwrap();
+        c.create(pod("default", "free")).unwrap();
+        c.delete(&ObjectRef::new(Kind::Job, "default", "j1")).unwrap();
+        assert!(c.get(&pod_ref("only-j1")).is_none());
+        assert!(c.get(&pod_ref("both")).is_some(), "j2 still owns it");
+        assert!(c.get(&pod_ref("free")).is_some());
+        c.delete(&ObjectRef::new(Kind::Job, "default", "j2")).unwrap();
+        assert!(c.get(&pod_ref("both")).is_none());
+        let deleted: Vec<_> = c
+            .watch_since(0)
+            .into_iter()
+            .filter(|e| e.kind == WatchEventKind::Deleted)
+            .map(|e| e.object.object_ref().name)
+            .collect();
+        assert_eq!(deleted, ["j1", "only-j1", "j2", "both"]);
+    }
+
+    #[test]
+    fn garbage_collection_cascades_and_matches_owners_by_uid() {
+        let mut c = EmbeddedCluster::new();
+        let j = c.create(job("train")).unwrap();
+        let wl = c.create(owned_by(job("workload-like"), &[&j])).unwrap();
+        c.create(owned_by(pod("default", "grandchild"), &[&wl])).unwrap();
+        // A pod naming a same-named owner with another uid (a recreated Job) is not owned.
+        let mut stranger = owned_by(pod("default", "stranger"), &[&j]);
+        if let Some(refs) = stranger.metadata_mut().owner_references.as_mut() {
+            refs[0].uid = "some-other-uid".into();
+        }
+        c.create(stranger).unwrap();
+        c.delete(&ObjectRef::new(Kind::Job, "default", "train")).unwrap();
+        assert!(c.get(&ObjectRef::new(Kind::Job, "default", "workload-like")).is_none());
+        assert!(c.get(&pod_ref("grandchild")).is_none());
+        assert!(c.get(&pod_ref("stranger")).is_some());
+    }
+
+    #[test]
+    fn events_are_recorded_in_order() {
+        let mut c = EmbeddedCluster::new();
+        for reason in ["A", "B"] {
+            c.record_event(EventRecord {
+                regarding: pod_ref("p"),
+                type_: "Normal".into(),
+                reason: reason.into(),
+                note: String::new(),
+                reporter: "test".into(),
+                time_ms: c.now_ms(),
+            });
+        }
+        let reasons: Vec<_> = c.events().into_iter().map(|e| e.reason).collect();
+        assert_eq!(reasons, ["A", "B"]);
+        assert_eq!(c.resource_version(), 0, "events are not object writes");
+    }
+
+    #[test]
+    fn virtual_clock_drives_timestamps() {
+        let mut c = EmbeddedCluster::new();
+        c.advance_ms(1_500);
+        assert_eq!(c.now_ms(), 1_500);
+        assert_eq!(c.now().0.to_string(), "2026-01-01T00:00:01.5Z");
+        c.set_now_ms(60_000);
+        let p = c.create(pod("default", "p")).unwrap();
+        assert_eq!(p.metadata().creation_timestamp.as_ref().unwrap().0.to_string(), "2026-01-01T00:01:00Z");
+    }
+}

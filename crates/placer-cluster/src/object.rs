@@ -98,6 +98,9 @@ impl fmt::Display for ObjectRef {
 }
 
 /// A typed object of one of the [`Kind`]s.
+// Objects are moved rarely and cloned as a whole; boxing every variant would only add an
+// indirection to each access.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Object {
     Node(Node),

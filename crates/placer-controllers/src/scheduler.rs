@@ -9,7 +9,7 @@
 //!    [`Engine::binding_failed`]), pod status (`PodScheduled=False` condition,
 //!    `status.nominatedNodeName`), PodGroup status conditions (with `lastTransitionTime` =
 //!    the store's time when the status flips), annotation merge patches, evictions
-//!    (`delete`), and events (`Scheduled`, `FailedScheduling`, `Preempted`) reported by
+//!    (`DisruptionTarget` condition on the victim, then `delete`), and events (`Scheduled`, `FailedScheduling`, `Preempted`) reported by
 //!    `placer-scheduler`.
 //!
 //! It returns true when it wrote an object (events alone do not count: they change no
@@ -32,8 +32,10 @@ use crate::{Controller, ControllerError};
 pub const REPORTER: &str = "placer-scheduler";
 /// Condition type written on PodGroups (v1.36).
 pub const POD_GROUP_SCHEDULED: &str = "PodGroupScheduled";
-/// Condition type written on preemption victim PodGroups.
+/// Condition type written on preemption victims (pods and PodGroups).
 pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+/// Reason of the `DisruptionTarget` condition of preemption victims.
+pub const REASON_PREEMPTION_BY_SCHEDULER: &str = placer_engine::preemption::REASON_PREEMPTION_BY_SCHEDULER;
 
 /// Runs the engine against a cluster store.
 pub struct SchedulerController {
@@ -149,7 +151,7 @@ impl SchedulerController {
                         &group,
                         DISRUPTION_TARGET,
                         true,
-                        "PreemptionByScheduler",
+                        REASON_PREEMPTION_BY_SCHEDULER,
                         &message,
                     )
                 })
@@ -174,6 +176,18 @@ impl SchedulerController {
                 if !uid.is_empty() && current.metadata().uid.as_deref() != Some(uid.as_str()) {
                     return Ok(false);
                 }
+                if current.metadata().deletion_timestamp.is_some() {
+                    // Graceful deletion already started: nothing more to ask for.
+                    return Ok(false);
+                }
+                // As upstream: DisruptionTarget on the victim first, then the deletion.
+                let condition_message = format!(
+                    "{REPORTER}: preempting to accommodate a higher priority {}",
+                    message.strip_prefix("Preempted by ").unwrap_or("workload")
+                );
+                with_retry(store, "mark disruption target", &r, |store| {
+                    set_pod_disruption_target(store, &pod, &condition_message)
+                })?;
                 record(store, r.clone(), "Normal", "Preempted", message);
                 match store.delete(&r) {
                     Ok(()) => Ok(true),
@@ -335,6 +349,42 @@ fn set_pod_unschedulable(
             last_transition_time: Some(now),
             ..Default::default()
         }),
+    }
+    write_status(store, Object::Pod(pod))
+}
+
+/// Adds (or refreshes) the victim's `DisruptionTarget=True` condition, reason
+/// `PreemptionByScheduler`.
+fn set_pod_disruption_target(
+    store: &mut dyn ClusterStore,
+    key: &PodKey,
+    message: &str,
+) -> Result<bool, StoreError> {
+    let r = pod_ref(key);
+    let Some(Object::Pod(mut pod)) = store.get(&r) else { return Err(StoreError::NotFound(r)) };
+    let now = store.now();
+    let conditions = pod.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
+    let wanted = PodCondition {
+        type_: DISRUPTION_TARGET.to_string(),
+        status: "True".to_string(),
+        reason: Some(REASON_PREEMPTION_BY_SCHEDULER.to_string()),
+        message: Some(message.to_string()),
+        last_transition_time: Some(now),
+        ..Default::default()
+    };
+    match conditions.iter_mut().find(|c| c.type_ == DISRUPTION_TARGET) {
+        Some(c) if c.status == "True" && c.reason == wanted.reason && c.message == wanted.message => {
+            return Ok(false)
+        }
+        Some(c) => {
+            let transition = if c.status == "True" {
+                c.last_transition_time.clone()
+            } else {
+                wanted.last_transition_time.clone()
+            };
+            *c = PodCondition { last_transition_time: transition, ..wanted };
+        }
+        None => conditions.push(wanted),
     }
     write_status(store, Object::Pod(pod))
 }

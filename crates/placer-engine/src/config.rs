@@ -26,15 +26,43 @@ pub struct SchedulerConfig {
     /// Initial and maximum backoff of a failed pod, in milliseconds.
     pub pod_initial_backoff_ms: u64,
     pub pod_max_backoff_ms: u64,
+    /// How placements are searched: Placer's optimized path (the default) or the plain
+    /// KEP-5732 algorithm, kept for benchmarks and as a reference.
+    pub placement_search: PlacementSearch,
+}
+
+/// How the engine searches the candidate placements of a PodGroup.
+///
+/// Both modes implement the same semantics and must reach the same decisions; they differ
+/// only in how much work they do. `placer bench` runs workloads in both modes side by side
+/// and reports the speed-up of [`PlacementSearch::Optimized`] over
+/// [`PlacementSearch::Baseline`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PlacementSearch {
+    /// Placer's search: placements rejected early by an aggregate-capacity pre-filter,
+    /// uniform groups evaluated by counting copies per node, and the hierarchical domain
+    /// tree of seed 002 when topology levels are configured.
+    #[default]
+    Optimized,
+    /// The plain KEP-5732 algorithm: every generated placement is fully simulated pod by
+    /// pod, with no aggregate pre-filter, no copy counting and no domain tree.
+    Baseline,
 }
 
 /// NodeResourcesFit scoring strategies.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ScoringStrategy {
-    LeastAllocated { resources: Vec<(String, i64)> },
-    MostAllocated { resources: Vec<(String, i64)> },
+    LeastAllocated {
+        resources: Vec<(String, i64)>,
+    },
+    MostAllocated {
+        resources: Vec<(String, i64)>,
+    },
     /// Shape: (utilization 0-100, score 0-10) points.
-    RequestedToCapacityRatio { resources: Vec<(String, i64)>, shape: Vec<(i64, i64)> },
+    RequestedToCapacityRatio {
+        resources: Vec<(String, i64)>,
+        shape: Vec<(i64, i64)>,
+    },
 }
 
 impl ScoringStrategy {
@@ -61,6 +89,7 @@ impl Default for SchedulerConfig {
             placement_scoring_strategy: ScoringStrategy::most_allocated(),
             pod_initial_backoff_ms: 1_000,
             pod_max_backoff_ms: 10_000,
+            placement_search: PlacementSearch::Optimized,
         }
     }
 }

@@ -123,6 +123,10 @@ pub struct Engine {
     pending: Vec<Decision>,
     /// Objects that could not be read (node names and messages), for the caller to log.
     ingest_errors: Vec<String>,
+    /// `topologyLevels` mode (seed 002): domain-tree cache and PodSet groups.
+    tas: tas_unit::TasState,
+    /// Nominations and evictions in flight ([`crate::preemption`]).
+    preempt: preempt::PreemptionState,
 }
 
 impl std::fmt::Debug for Engine {
@@ -143,7 +147,6 @@ impl Engine {
         let placements = PlacementFramework::new(&config);
         let queue = SchedulingQueue::new(config.pod_initial_backoff_ms, config.pod_max_backoff_ms);
         Engine {
-            config,
             fw,
             placements,
             snapshot: Snapshot::new(),
@@ -155,6 +158,9 @@ impl Engine {
             assumed: FxHashMap::default(),
             pending: Vec::new(),
             ingest_errors: Vec::new(),
+            tas: tas_unit::TasState::new(&config),
+            preempt: preempt::PreemptionState::default(),
+            config,
         }
     }
 
@@ -219,6 +225,7 @@ impl Engine {
             ClusterEvent::PodDeleted(key) => self.delete_pod(&key, now_ms),
             ClusterEvent::PodGroupUpserted(pg) => self.apply_pod_group(pg, now_ms),
             ClusterEvent::PodGroupDeleted(key) => {
+                self.tas.unindex(&key);
                 self.groups.entry_mut(&key).info = None;
                 self.groups.entry_mut(&key).condition = None;
                 self.groups.prune(&key);
@@ -267,8 +274,10 @@ impl Engine {
         }
     }
 
-    /// Effective priority: `spec.priority`, else the named PriorityClass, else the global
-    /// default PriorityClass, else 0.
+    /// Effective priority, as the Priority admission plugin resolves it for pods and
+    /// PodGroups: `spec.priority`, else the named PriorityClass, else (no class named) the
+    /// global default PriorityClass, else 0. Several global defaults: the lowest value wins
+    /// (as upstream), then the smallest name.
     fn resolve_priority(&self, explicit: Option<i32>, class: Option<&str>) -> i32 {
         if let Some(p) = explicit {
             return p;
@@ -277,8 +286,10 @@ impl Engine {
             return pc.value;
         }
         if class.is_none() {
-            // Lowest-named global default wins deterministically if several claim it.
-            if let Some(pc) = self.priority_classes.values().find(|pc| pc.global_default) {
+            // `values()` iterates in name order; `min_by_key` keeps the first minimum.
+            if let Some(pc) =
+                self.priority_classes.values().filter(|pc| pc.global_default).min_by_key(|pc| pc.value)
+            {
                 return pc.value;
             }
         }
@@ -319,6 +330,7 @@ impl Engine {
         let info = Arc::new(info);
         let key = info.key.clone();
         let old = self.pods.insert(key.clone(), info.clone());
+        self.preempt.observe_pod(&info);
         let old_held = old.as_ref().is_some_and(|o| o.node_name.is_some() && !o.terminal);
         let new_member = self.update_membership(old.as_deref(), Some(&info));
 
@@ -358,13 +370,20 @@ impl Engine {
                 self.queue.activate(&key, admission, now_ms);
             }
         }
-        if let Some(group) = new_member {
+        // GangScheduling requeue hint (SEMANTICS §2): an assigned pod added to a group (a
+        // member just bound) moves the group's waiting members on, e.g. the rest of a basic
+        // group that now preempts for what did not fit.
+        let newly_assigned =
+            info.node_name.is_some() && !info.terminal && old.as_ref().is_none_or(|o| o.node_name.is_none());
+        let assigned_to = if newly_assigned { Self::group_key_of(&info) } else { None };
+        if let Some(group) = new_member.or(assigned_to) {
             self.group_changed(&group, now_ms);
         }
     }
 
     fn delete_pod(&mut self, key: &PodKey, now_ms: u64) {
         let old = self.pods.remove(key);
+        self.preempt.forget(key);
         self.queue.remove(key);
         self.assumed.remove(key);
         let freed = self.snapshot.remove_pod(key).is_some();
@@ -402,6 +421,7 @@ impl Engine {
         };
         info.priority = Some(self.resolve_priority(pg.spec.priority, pg.spec.priority_class_name.as_deref()));
         let key = info.key.clone();
+        self.tas.index(&info);
         let observed = pg
             .status
             .as_ref()
@@ -439,7 +459,11 @@ impl Engine {
                 self.groups.entry_mut(&key).info = Some(Arc::new(updated));
             }
         }
-        for key in self.queue.keys() {
+        // Every pod without an explicit `spec.priority`: queued ones are re-filed, bound
+        // ones (possible victims of preemption) updated in the snapshot.
+        let mut keys: Vec<PodKey> = self.pods.keys().cloned().collect();
+        keys.sort();
+        for key in keys {
             let Some(pod) = self.pods.get(&key).cloned() else { continue };
             let spec = pod.pod.spec.as_ref();
             if spec.and_then(|s| s.priority).is_some() {
@@ -451,8 +475,20 @@ impl Engine {
                 updated.priority = priority;
                 let updated = Arc::new(updated);
                 self.pods.insert(key.clone(), updated.clone());
-                let admission = self.pre_enqueue(&updated);
-                self.queue.upsert(updated, admission, now_ms);
+                if self.queue.contains(&key) {
+                    let admission = self.pre_enqueue(&updated);
+                    self.queue.upsert(updated, admission, now_ms);
+                }
+                let counted = self
+                    .snapshot
+                    .pod_node(&key)
+                    .and_then(|id| self.snapshot.node(id).pods.iter().find(|p| p.key == key).cloned());
+                if let Some(counted) = counted {
+                    // The counted version (bound, or assumed with its node) keeps its node.
+                    let mut c = (*counted).clone();
+                    c.priority = priority;
+                    self.snapshot.upsert_pod(Arc::new(c));
+                }
             }
         }
     }
@@ -460,7 +496,11 @@ impl Engine {
     /// A PodGroup appeared, relaxed its policy, or gained a member: re-run PreEnqueue for
     /// its gated members and move its unschedulable members on.
     fn group_changed(&mut self, group: &GroupKey, now_ms: u64) {
-        for key in self.queue.group_members(group) {
+        // In `topologyLevels` mode the other PodGroups of a PodSet group wait for this one.
+        let mut groups = vec![group.clone()];
+        groups.extend(self.tas_siblings(group));
+        let keys: Vec<PodKey> = groups.iter().flat_map(|g| self.queue.group_members(g)).collect();
+        for key in keys {
             let Some(pod) = self.queue.get(&key).map(|q| q.pod.clone()) else { continue };
             let admission = self.pre_enqueue(&pod);
             self.queue.activate(&key, admission, now_ms);
@@ -492,7 +532,10 @@ impl Engine {
                 {
                     Admission::Reject(MSG_WAITING_FOR_QUORUM.to_string())
                 }
-                _ => Admission::Admit,
+                _ => match self.tas_unit_wait_reason(&group) {
+                    Some(reason) => Admission::Reject(reason),
+                    None => Admission::Admit,
+                },
             },
         }
     }
@@ -510,7 +553,11 @@ impl Engine {
                 continue;
             }
             if self.gate(GATE_GENERIC_WORKLOAD) && queued.pod.group.is_some() {
-                self.schedule_group(queued, now_ms, observer, &mut out);
+                if self.config.topology_levels.is_empty() {
+                    self.schedule_group(queued, now_ms, observer, &mut out);
+                } else {
+                    self.schedule_tas_unit(queued, now_ms, observer, &mut out);
+                }
             } else {
                 self.schedule_single(queued, now_ms, observer, &mut out);
             }
@@ -545,17 +592,33 @@ impl Engine {
         obs: &mut dyn Observer,
         out: &mut Vec<Decision>,
     ) {
-        let result =
-            crate::schedule_one::find_node(&self.fw, &self.snapshot, &queued.pod, self.snapshot.node_ids());
-        match result {
+        // Nominated pods counted, the nominated node first, per-pod preemption on failure
+        // (SEMANTICS §12: standalone pods preempt with their own priority).
+        match self.find_node_for_single(&queued.pod, obs) {
             Ok(node) => {
                 obs.count(METRIC_SCHEDULE_ATTEMPTS, &[("result", "scheduled")], 1);
                 self.bind(queued, node, out);
             }
-            Err(fit) => {
-                // PREEMPTION HOOK (SEMANTICS §12, standalone pods): per-pod PostFilter
-                // (DefaultPreemption) plugs in here: on a plan, emit `Evict` for the
-                // victims and `Nominate` the pod, then fail it as below.
+            Err((fit, Some(plan))) => {
+                obs.count(METRIC_SCHEDULE_ATTEMPTS, &[("result", "unschedulable")], 1);
+                let key = queued.pod.key.clone();
+                let preemptor = format!("pod {key}");
+                let priority = queued.pod.priority;
+                let own = [key.clone()];
+                self.actuate_preemption(
+                    &plan.victims,
+                    &preemptor,
+                    "pod",
+                    priority,
+                    &[plan.node],
+                    &own,
+                    obs,
+                    out,
+                );
+                self.nominate(&key, plan.node, out);
+                self.fail(queued, REASON_UNSCHEDULABLE, fit.to_string(), false, now_ms, out);
+            }
+            Err((fit, None)) => {
                 obs.count(METRIC_SCHEDULE_ATTEMPTS, &[("result", "unschedulable")], 1);
                 self.fail(queued, REASON_UNSCHEDULABLE, fit.to_string(), true, now_ms, out);
             }
@@ -569,6 +632,7 @@ impl Engine {
         bound.node_name = Some(node_name.clone());
         self.snapshot.upsert_pod(Arc::new(bound));
         let key = queued.pod.key.clone();
+        self.forget_nomination(&key);
         out.push(Decision::Bind { pod: key.clone(), uid: queued.pod.uid.clone(), node: node_name.clone() });
         out.push(Decision::ScheduledEvent {
             pod: key.clone(),
@@ -589,8 +653,11 @@ impl Engine {
         out: &mut Vec<Decision>,
     ) {
         let key = queued.pod.key.clone();
-        if clear_nomination && queued.pod.nominated_node_name.is_some() {
-            out.push(Decision::Nominate { pod: key.clone(), node: None });
+        if clear_nomination {
+            let held = self.forget_nomination(&key);
+            if held || queued.pod.nominated_node_name.is_some() {
+                out.push(Decision::Nominate { pod: key.clone(), node: None });
+            }
         }
         out.push(Decision::PodUnschedulable { pod: key, reason: reason.to_string(), message });
         self.queue.add_failed(queued, now_ms);
@@ -692,10 +759,8 @@ impl Engine {
             |i: usize| -> Option<QueuedPod> { cycle.pods.get(i).and_then(|p| by_key.remove(&p.key)) };
 
         // PREEMPTION HOOK (SEMANTICS §4, §12): per-pod PostFilter and workload-aware
-        // preemption plug in through `GroupHooks` (built from `crate::preemption`).
-        let hooks = GroupHooks::default();
-        let ctx = GroupContext { placements: &self.placements, algo: &self.fw, config: &self.config };
-        let outcome = schedule_pod_group(&ctx, &mut self.snapshot, &cycle, hooks, obs);
+        // preemption plug in through `GroupHooks` (see `engine/preempt.rs`).
+        let outcome = self.run_group_cycle(&cycle, obs);
 
         let mut decided: Vec<(QueuedPod, Decided)> = Vec::new();
         let (result, condition) = match outcome {
@@ -714,13 +779,11 @@ impl Engine {
                 ("scheduled", Some((true, REASON_SCHEDULED, String::new())))
             }
             GroupOutcome::WaitingOnPreemption { nominations, victims, failures } => {
-                for v in &victims {
-                    out.push(Decision::Evict {
-                        pod: v.key.clone(),
-                        uid: v.uid.clone(),
-                        message: format!("Preempted by podgroup {group_key}"),
-                    });
-                }
+                let nodes = crate::preemption::nominated_nodes(&nominations);
+                let own: Vec<PodKey> = cycle.pods.iter().map(|p| p.key.clone()).collect();
+                let priority = self.cycle_priority(&cycle);
+                let preemptor = format!("podgroup {group_key}");
+                self.actuate_preemption(&victims, &preemptor, "podgroup", priority, &nodes, &own, obs, out);
                 for (i, node) in nominations {
                     if let Some(q) = queued_at(i) {
                         decided.push((q, Decided::Nominated { node }));
@@ -778,10 +841,7 @@ impl Engine {
                     self.bind(q, node, out);
                 }
                 Decided::Nominated { node } => {
-                    out.push(Decision::Nominate {
-                        pod: q.pod.key.clone(),
-                        node: Some(self.snapshot.node(node).name().to_string()),
-                    });
+                    self.nominate(&q.pod.key, node, out);
                     self.fail(
                         q,
                         REASON_UNSCHEDULABLE,
@@ -830,5 +890,7 @@ fn policy_relaxed(old: GroupPolicy, new: GroupPolicy) -> bool {
     }
 }
 
+mod preempt;
+mod tas_unit;
 #[cfg(test)]
 mod tests;

@@ -21,7 +21,7 @@
 //!
 //! A group without a topology constraint (or with the `TopologyAwareWorkloadScheduling`
 //! gate off) gets one placement holding every node. With `topology_levels` configured, the
-//! hierarchical TAS module chooses instead ([`hierarchical_assignment`], the hook).
+//! hierarchical TAS module of seed 002 chooses instead ([`hierarchical_assignment`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,7 +29,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use crate::config::SchedulerConfig;
-use crate::framework::{FitError, Status};
+use crate::framework::Status;
 use crate::model::{NodeId, PodInfo};
 use crate::observer::Observer;
 use crate::plugins::node_resources::fit_count_on;
@@ -43,6 +43,7 @@ use crate::podgroup::{
 };
 use crate::resources::{Resources, PODS};
 use crate::snapshot::{non_zero, Snapshot};
+use crate::tas::engine_bridge::{place_unit, TasCache};
 
 /// Feature gate of the placement algorithm.
 pub const GATE_TAS: &str = "TopologyAwareWorkloadScheduling";
@@ -413,79 +414,64 @@ fn reason_for(resource: &str) -> String {
 // Hierarchical TAS hook.
 // ---------------------------------------------------------------------------------------
 
-/// HOOK for the hierarchical topology-aware scheduling of seed 002 (`crate::tas`).
-///
-/// Called for every PodGroup cycle when `config.topology_levels` is non-empty, with the
-/// group, the snapshot and the candidate placements of the KEP-5732 generators (one
-/// placement with every node when the group has no constraint). Returning
-/// `Some(Ok(counts))` hands the decision to the hierarchical algorithm: `counts` lists
-/// nodes (in the order pods should fill them) with how many of the cycle's pods go there;
-/// the cycle then places pods in order onto those nodes, confirming each with the pod-level
-/// filters. `Some(Err(msg))` makes the group unschedulable with `msg`. `None` falls back
-/// to the KEP-5732 path.
-///
-/// Not wired yet: the `tas` module is being written; this always returns `None`.
-pub fn hierarchical_assignment(
-    config: &SchedulerConfig,
-    snap: &Snapshot,
-    cycle: &GroupCycle,
-    candidates: &[Placement],
-) -> Option<Result<Vec<(NodeId, u32)>, String>> {
-    let _ = (config, snap, cycle, candidates);
-    None
+/// One PodGroup's result of a hierarchical (seed 002) cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HierarchicalResult {
+    /// What to do with the group's pods: `Scheduled` (no placement name) or
+    /// `Unschedulable` / `Error` with the Kueue-like message.
+    pub outcome: GroupOutcome,
+    /// On success, the group's `TopologyAssignment` (compact v1beta2 encoding) as JSON, for
+    /// the [`placer_api::annotations::TOPOLOGY_ASSIGNMENT`] annotation.
+    pub topology_assignment: Option<String>,
 }
 
-/// Places the cycle's pods onto per-node counts (from [`hierarchical_assignment`]), in
-/// cycle order, each on the first node with a count left that passes the filters.
-pub fn run_group_on_counts(
-    algo: &dyn PodScheduler,
+/// The hierarchical topology-aware scheduling of seed 002 (`crate::tas`), used for every
+/// PodGroup when `config.topology_levels` is non-empty.
+///
+/// `cycles` is a unit decided together: one PodGroup, or the leader and workers PodGroups
+/// of a PodSet group (same `kueue.x-k8s.io/podset-group-name`), bound both or neither. The
+/// algorithm chooses domains and per-leaf counts; every pod is then confirmed by the
+/// pod-level filters of `ctx.algo` (see [`crate::tas::engine_bridge`]). Returns one entry
+/// per cycle, `None` for a cycle without pods to place. `snap` is left as found.
+pub fn hierarchical_assignment(
+    ctx: &GroupContext<'_>,
     snap: &mut Snapshot,
-    cycle: &GroupCycle,
-    counts: &[(NodeId, u32)],
-    feasible: &[Box<dyn PlacementFeasible>],
-) -> GroupAttempt {
-    let mut left: Vec<(NodeId, u32)> = counts.to_vec();
-    let mut attempt = GroupAttempt {
-        placed: Vec::new(),
-        failed: Vec::new(),
-        skipped: Vec::new(),
-        preemptions: Vec::new(),
-        verdict: Verdict::Feasible,
-    };
-    for (i, pod) in cycle.pods.iter().enumerate() {
-        let mut err = FitError { num_nodes: left.len(), ..FitError::default() };
-        let mut chosen = None;
-        for (node, count) in left.iter_mut().filter(|(_, c)| *c > 0) {
-            let status = algo.filter_node(snap, pod, *node);
-            if status.is_success() {
-                *count -= 1;
-                chosen = Some(*node);
-                break;
-            }
-            for r in &status.reasons {
-                err.add(r);
-            }
-        }
-        match chosen {
-            Some(node) => {
-                snap.assume(pod.clone(), node);
-                attempt.placed.push((i, node));
-            }
-            None => attempt.failed.push((i, err)),
-        }
+    cache: &mut TasCache,
+    cycles: &[&GroupCycle],
+) -> Vec<Option<HierarchicalResult>> {
+    match place_unit(ctx.algo, ctx.config, snap, cache, cycles) {
+        Ok(members) => members
+            .into_iter()
+            .map(|m| {
+                m.map(|m| {
+                    let failures =
+                        m.left_out.into_iter().map(|(i, why)| (i, group_pod_message(&why))).collect();
+                    HierarchicalResult {
+                        outcome: GroupOutcome::Scheduled {
+                            placement: None,
+                            assignments: m.assignments,
+                            failures,
+                        },
+                        topology_assignment: serde_json::to_string(&m.topology_assignment).ok(),
+                    }
+                })
+            })
+            .collect(),
+        Err(failure) => cycles
+            .iter()
+            .map(|cycle| {
+                if cycle.pods.is_empty() {
+                    return None;
+                }
+                let outcome = if failure.internal {
+                    GroupOutcome::Error { message: failure.message.clone() }
+                } else {
+                    unschedulable_all(cycle, failure.message.clone())
+                };
+                Some(HierarchicalResult { outcome, topology_assignment: None })
+            })
+            .collect(),
     }
-    let progress = PlacementProgress {
-        remaining: 0,
-        scheduled: attempt.scheduled_total(cycle),
-        placed: u32::try_from(attempt.placed.len()).unwrap_or(u32::MAX),
-    };
-    let status = feasible.iter().map(|p| p.feasible(cycle, progress)).find(|s| !s.is_success());
-    attempt.verdict = match status {
-        Some(s) => Verdict::Unschedulable(s.reasons.join(", ")),
-        None if progress.placed == 0 => Verdict::Unschedulable("no pod of the group fits".to_string()),
-        None => Verdict::Feasible,
-    };
-    attempt
 }
 
 // ---------------------------------------------------------------------------------------
@@ -644,7 +630,7 @@ pub fn schedule_pod_group(
     ctx: &GroupContext<'_>,
     snap: &mut Snapshot,
     cycle: &GroupCycle,
-    hooks: GroupHooks<'_>,
+    mut hooks: GroupHooks<'_>,
     obs: &mut dyn Observer,
 ) -> GroupOutcome {
     if cycle.pods.is_empty() {
@@ -662,30 +648,13 @@ pub fn schedule_pod_group(
     let constrained = pf.constrains(cycle);
 
     if !ctx.config.topology_levels.is_empty() {
-        let candidates = if constrained {
-            let parent = Placement { name: String::new(), nodes: snap.node_ids().to_vec() };
-            match pf.generate(snap, cycle, &parent) {
-                Ok(g) => g.placements,
-                Err(status) => return GroupOutcome::Error { message: status.reasons.join(", ") },
-            }
-        } else {
-            vec![Placement { name: String::new(), nodes: snap.node_ids().to_vec() }]
+        // Seed 002 semantics. The engine calls `hierarchical_assignment` itself (with a
+        // cached tree and leader + workers units); this serves direct callers.
+        let mut cache = TasCache::new(ctx.config);
+        return match hierarchical_assignment(ctx, snap, &mut cache, &[cycle]).pop().flatten() {
+            Some(r) => r.outcome,
+            None => unschedulable_all(cycle, "no pod of the group to schedule".to_string()),
         };
-        match hierarchical_assignment(ctx.config, snap, cycle, &candidates) {
-            None => {}
-            Some(Err(message)) => return unschedulable_all(cycle, message),
-            Some(Ok(counts)) => {
-                let mark = snap.checkpoint();
-                let attempt = run_group_on_counts(ctx.algo, snap, cycle, &counts, &pf.feasible);
-                snap.rollback(mark);
-                return if attempt.is_feasible() {
-                    scheduled_outcome(cycle, None, &attempt, None)
-                } else {
-                    let msg = unconstrained_message(cycle, &attempt);
-                    unschedulable_from_attempt(cycle, msg, &attempt, false)
-                };
-            }
-        }
     }
 
     if !constrained {
@@ -752,13 +721,31 @@ pub fn schedule_pod_group(
         let feasible: Vec<&Evaluated> = evaluated.iter().filter(|e| e.feasible()).collect();
         let winner = match feasible.len() {
             0 => {
-                return constrained_unschedulable(
+                let outcome = constrained_unschedulable(
                     cycle,
                     &key,
                     &placements,
                     &evaluated,
                     generated.note.as_deref(),
-                )
+                );
+                // PREEMPTION HOOK (Placer gate TopologyAwareWorkloadPreemption): the engine
+                // passes a group hook for constrained groups only with that gate on.
+                return match hooks.group_preemption.as_deref_mut() {
+                    None => outcome,
+                    Some(wap) => match wap.preempt_in_placements(snap, cycle, &placements) {
+                        Ok((_, plan)) => GroupOutcome::WaitingOnPreemption {
+                            nominations: plan.nominations,
+                            victims: plan.victims,
+                            failures: Vec::new(),
+                        },
+                        Err(reason) => match outcome {
+                            GroupOutcome::Unschedulable { message, .. } => {
+                                unschedulable_all(cycle, format!("{message}; {reason}"))
+                            }
+                            other => other,
+                        },
+                    },
+                };
             }
             1 => feasible[0],
             _ => match score_placements(snap, cycle, pf, &placements, &aggregates, &feasible) {

@@ -196,6 +196,17 @@ pub trait GroupPreemption {
         cycle: &GroupCycle,
         nodes: &[NodeId],
     ) -> Result<GroupPreemptionPlan, String>;
+
+    /// Topology-aware variant (Placer gate `TopologyAwareWorkloadPreemption`) for a group
+    /// with a topology constraint that fits no placement: finds victims inside one of
+    /// `placements` (the group's candidate domains) and returns that placement's index with
+    /// the plan. Same contract as [`GroupPreemption::preempt`] otherwise.
+    fn preempt_in_placements(
+        &mut self,
+        snap: &mut Snapshot,
+        cycle: &GroupCycle,
+        placements: &[crate::placement::Placement],
+    ) -> Result<(usize, GroupPreemptionPlan), String>;
 }
 
 // ---------------------------------------------------------------------------------------

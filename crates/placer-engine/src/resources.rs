@@ -42,7 +42,8 @@ impl Resources {
         let mut r = Resources::default();
         for (name, q) in list {
             let err = |source| ResourceError { resource: name.clone(), source };
-            let v = if name == CPU { parse_milli(&q.0).map_err(err)? } else { parse_units(&q.0).map_err(err)? };
+            let v =
+                if name == CPU { parse_milli(&q.0).map_err(err)? } else { parse_units(&q.0).map_err(err)? };
             r.set(name, v);
         }
         Ok(r)
@@ -110,10 +111,15 @@ impl Resources {
     /// Names and amounts of every non-zero resource (cpu, memory, ephemeral-storage,
     /// pods, then extended resources by name).
     pub fn iter_nonzero(&self) -> impl Iterator<Item = (&str, i64)> {
-        [(CPU, self.cpu), (MEMORY, self.memory), (EPHEMERAL_STORAGE, self.ephemeral_storage), (PODS, self.pods)]
-            .into_iter()
-            .chain(self.scalar.iter().map(|(n, v)| (&**n, *v)))
-            .filter(|(_, v)| *v != 0)
+        [
+            (CPU, self.cpu),
+            (MEMORY, self.memory),
+            (EPHEMERAL_STORAGE, self.ephemeral_storage),
+            (PODS, self.pods),
+        ]
+        .into_iter()
+        .chain(self.scalar.iter().map(|(n, v)| (&**n, *v)))
+        .filter(|(_, v)| *v != 0)
     }
 
     pub fn is_zero(&self) -> bool {

@@ -145,6 +145,9 @@ pub struct Snapshot {
     undo: Vec<Undo>,
     /// Bumped on every change (node or pod), for caches.
     generation: u64,
+    /// Bumped when a node is added or removed or changes its labels, readiness or
+    /// schedulability, for caches of the node set.
+    node_generation: u64,
     /// Pods on live nodes with pod affinity or anti-affinity (required or preferred).
     pods_with_affinity: u64,
     /// Pods on live nodes with required pod anti-affinity.
@@ -158,6 +161,14 @@ impl Snapshot {
 
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// Changes whenever a node is added or removed or changes its labels, readiness or
+    /// `spec.unschedulable` (not on other node updates such as heartbeats, nor when pods
+    /// move): caches of the node set and its labels (e.g. the topology domain tree) key on
+    /// it.
+    pub fn node_generation(&self) -> u64 {
+        self.node_generation
     }
 
     /// How many pods on live nodes have pod affinity or anti-affinity terms (required or
@@ -189,12 +200,19 @@ impl Snapshot {
         let info = Arc::new(info);
         if let Some(&id) = self.by_name.get(&info.name) {
             if let Some(n) = self.nodes[id.0 as usize].as_mut() {
+                if n.info.ready != info.ready
+                    || n.info.unschedulable != info.unschedulable
+                    || n.info.node.metadata.labels != info.node.metadata.labels
+                {
+                    self.node_generation += 1;
+                }
                 n.allocatable = info.allocatable.clone();
                 n.flags = NodeFlags::of(&info);
                 n.info = info;
             }
             return id;
         }
+        self.node_generation += 1;
         let name = info.name.clone();
         let mut state = NodeState::new(info);
         for pod in self.orphans.remove(&name).unwrap_or_default() {
@@ -227,6 +245,7 @@ impl Snapshot {
     /// Removes a node; its pods become orphans until a node of that name returns.
     pub fn remove_node(&mut self, name: &str) {
         self.generation += 1;
+        self.node_generation += 1;
         if let Some(id) = self.by_name.remove(name) {
             if let Some(state) = self.nodes[id.0 as usize].take() {
                 self.pods_with_affinity -= u64::from(state.pods_with_affinity);
@@ -426,6 +445,27 @@ mod tests {
         assert_eq!(s.num_nodes(), 0);
         let id = s.upsert_node(node("late-node", "2"));
         assert_eq!(s.node(id).requested.cpu, 1000);
+    }
+
+    #[test]
+    fn node_generation_follows_the_node_set_not_pods_or_heartbeats() {
+        use crate::plugins::testing::node as node_with;
+        let mut s = Snapshot::new();
+        let g0 = s.node_generation();
+        s.upsert_node(node_with("a").cpu("2").label("rack", "r1").build());
+        let g1 = s.node_generation();
+        assert_ne!(g0, g1, "a new node");
+        s.upsert_pod(pod("p", "1", Some("a")));
+        s.upsert_node(node_with("a").cpu("4").label("rack", "r1").build());
+        assert_eq!(s.node_generation(), g1, "pods and allocatable do not change the node set");
+        s.upsert_node(node_with("a").cpu("4").label("rack", "r2").build());
+        let g2 = s.node_generation();
+        assert_ne!(g1, g2, "a label");
+        s.upsert_node(node_with("a").cpu("4").label("rack", "r2").not_ready().build());
+        assert_ne!(s.node_generation(), g2, "readiness");
+        let g3 = s.node_generation();
+        s.remove_node("a");
+        assert_ne!(s.node_generation(), g3, "a removed node");
     }
 
     #[test]

@@ -1,1 +1,74 @@
-//! placer-sim
+//! Placer's simulator: scenario files in, a cluster run on the embedded store out.
+//!
+//! A scenario (format: `shared/scenarios/FORMAT.md`) describes a cluster, what is
+//! submitted to it, optional steps, and what must come out. This crate
+//!
+//! * loads it ([`load_file`], [`load_str`]): YAML parsing with file/line/column errors,
+//!   manifests typed straight into k8s-openapi structs, and validation of everything
+//!   before anything runs ([`LoadError`], [`Problem`]);
+//! * runs it ([`run`]): an [`placer_cluster::embedded::EmbeddedCluster`] with the Job
+//!   controller, the scheduler and a simulated kubelet, settled after the submissions and
+//!   after every step, on a virtual clock ([`RunOptions`], [`RunReport`]);
+//! * checks its expectations ([`expect`]) and summarizes the outcome ([`report`]);
+//! * records the scheduler's metrics ([`MetricsRecorder`]).
+//!
+//! [`simulate_file`] does all of it for one file, the way `placer simulate` and the
+//! conformance suite use it.
+
+pub mod expect;
+pub mod generate;
+pub mod kubelet;
+pub mod load;
+pub mod metrics;
+pub mod report;
+pub mod run;
+pub mod scenario;
+mod validate;
+
+use std::path::Path;
+
+pub use expect::{CheckReport, Failure};
+pub use load::{load_file, load_str, LoadError, Problem};
+pub use metrics::MetricsRecorder;
+pub use report::{ClusterSummary, GroupRow, GroupState};
+pub use run::{run, scheduler_config, RunError, RunOptions, RunReport};
+pub use scenario::Scenario;
+
+/// What became of one scenario file.
+#[derive(Debug)]
+pub enum Outcome {
+    /// It ran; the report says whether its expectations held.
+    Ran(Box<RunReport>),
+    /// It is a bad-input case and was rejected with the error its `expect.error` names.
+    RejectedAsExpected(LoadError),
+}
+
+impl Outcome {
+    /// True when the scenario's expectations hold.
+    pub fn passed(&self) -> bool {
+        match self {
+            Outcome::Ran(r) => r.passed(),
+            Outcome::RejectedAsExpected(_) => true,
+        }
+    }
+}
+
+/// Why a scenario file could not be simulated.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    /// Bad input: the file could not be read, parsed or validated.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The run could not complete.
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+/// Loads, validates and runs one file.
+pub fn simulate_file(path: impl AsRef<Path>, opts: &RunOptions) -> Result<Outcome, SimulateError> {
+    match load_file(path) {
+        Ok(s) => Ok(Outcome::Ran(Box::new(run(&s, opts)?))),
+        Err(e) if e.is_expected() => Ok(Outcome::RejectedAsExpected(e)),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,1 +1,88 @@
-fn main() {}
+//! `placer`: the command-line entry point of Placer, a topology-aware gang scheduler for
+//! Kubernetes.
+//!
+//! One module per subcommand: [`simulate`] runs scenario files on the embedded cluster,
+//! [`validate`] only checks them. [`output`] holds the rendering both share. Adding a
+//! subcommand means a module with an `Args` struct (clap derive) and a `run` function
+//! returning a [`Status`], and one variant in [`Command`].
+//!
+//! Exit codes: 0 when every expectation holds, 1 when one does not (or a run could not
+//! complete), 2 on bad input (unreadable, malformed or invalid files, bad arguments).
+
+mod output;
+mod serve;
+mod simulate;
+mod validate;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Placer: a topology-aware gang scheduler for Kubernetes.
+#[derive(Debug, Parser)]
+#[command(name = "placer", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run scenario files on the embedded cluster and check their expectations.
+    Simulate(simulate::Args),
+    /// Check scenario files (syntax, types, validation) without running them.
+    Validate(validate::Args),
+    // No doc comment: it would replace the long help defined in `serve`.
+    Serve(serve::ServeArgs),
+}
+
+/// Outcome of a command, ordered by severity (the worst file decides the exit code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Status {
+    /// Everything holds.
+    Pass = 0,
+    /// An expectation failed, or a run could not complete.
+    Fail = 1,
+    /// Bad input.
+    BadInput = 2,
+}
+
+impl From<Status> for ExitCode {
+    fn from(s: Status) -> ExitCode {
+        ExitCode::from(s as u8)
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PLACER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // A second initialization (never happens in the binary) would only be ignored.
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        init_tracing(); // `serve` sets up its own logging
+    }
+    let result = match cli.command {
+        Command::Simulate(args) => simulate::run(args),
+        Command::Validate(args) => validate::run(args),
+        Command::Serve(args) => serve::run(args),
+    };
+    match result {
+        Ok(status) => status.into(),
+        Err(e) => {
+            let broken_pipe = e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            });
+            if broken_pipe {
+                // The reader went away (`placer simulate ... | head`): nothing left to say.
+                return ExitCode::SUCCESS;
+            }
+            anstream::eprintln!("{}error:{} {e:#}", output::ERROR, output::RESET);
+            Status::BadInput.into()
+        }
+    }
+}

@@ -13,6 +13,8 @@
 //!   multi-layer constraints, leader + workers, exactly as SEMANTICS.md of the Kueue
 //!   conformance corpus states them.
 //! * [`assignment`]: the compact v1beta2 `TopologyAssignment` encoding.
+//! * [`engine_bridge`]: the engine's side: problems built from the snapshot, pods mapped to
+//!   leaves and confirmed by the pod-level filters.
 //!
 //! Which algorithm runs (seed 002 "Selecting the algorithm", SEMANTICS §5):
 //!
@@ -29,6 +31,7 @@
 //! affinity score is the sum of its nodes' scores (Kueue uses 0).
 
 pub mod assignment;
+pub mod engine_bridge;
 pub mod request;
 pub mod tree;
 

@@ -1,0 +1,148 @@
+//! Placer's benchmarks: workload generators and the runner behind `placer bench`.
+//!
+//! The engine is driven in-process, alone: no store, no I/O, no YAML. Workloads build
+//! k8s-openapi `Node` / `Pod` / `PodGroup` objects directly ([`objects`]), feed them as
+//! [`placer_engine::ClusterEvent`]s and call [`placer_engine::Engine::schedule`], feeding
+//! every binding back as the store would ([`runner`]).
+//!
+//! * [`workloads`]: the workloads (a)-(e) and the scaling points, deterministic.
+//! * [`runner`]: one workload run: pods/s, decision latency percentiles, placements
+//!   evaluated per decision, peak memory, share of groups placed.
+//! * [`report`]: the scaling curve, the optimized-vs-baseline comparison, text and JSON.
+//! * [`observer`], [`stats`], [`memory`], [`rng`]: the measuring instruments.
+//!
+//! Entry point: [`run_suite`]. Figures and how to read them: `docs/performance.md`.
+
+pub mod memory;
+pub mod objects;
+pub mod observer;
+pub mod report;
+pub mod rng;
+pub mod runner;
+pub mod stats;
+pub mod workloads;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use placer_engine::config::PlacementSearch;
+
+pub use report::{BaselineComparison, BenchReport, ScalingPoint};
+pub use runner::{run_workload, WorkloadResult};
+pub use workloads::{Recipe, Workload};
+
+/// What to run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BenchOptions {
+    /// Only workloads whose id contains this substring.
+    pub filter: Option<String>,
+    /// Scaled-down workloads (CI smoke runs).
+    pub quick: bool,
+    /// Also run every selected workload with the baseline placement search (by default
+    /// only `a-upstream` and `b-mixed-gangs` are).
+    pub baseline_all: bool,
+    /// Show progress bars (they hide themselves anyway when stderr is not a terminal).
+    pub progress: bool,
+}
+
+/// Why the suite could not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BenchError {
+    #[error("no workload matches filter {filter:?} (workloads: {known})")]
+    NoMatch { filter: String, known: String },
+}
+
+/// The workloads `options` selects, in run order.
+pub fn select(options: &BenchOptions) -> Result<Vec<Recipe>, BenchError> {
+    let all = Recipe::all(options.quick);
+    let selected: Vec<Recipe> = match &options.filter {
+        None => all.clone(),
+        Some(f) => all.iter().copied().filter(|r| r.id().contains(f.as_str())).collect(),
+    };
+    if selected.is_empty() {
+        let known = all.iter().map(Recipe::id).collect::<Vec<_>>().join(", ");
+        return Err(BenchError::NoMatch { filter: options.filter.clone().unwrap_or_default(), known });
+    }
+    Ok(selected)
+}
+
+fn progress_bar(options: &BenchOptions, id: &str, search: PlacementSearch) -> ProgressBar {
+    if !options.progress {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(0);
+    if let Ok(style) = ProgressStyle::with_template("{msg:32} [{bar:30}] {pos}/{len} {elapsed}") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(format!("{id} ({})", runner::search_name(search)));
+    bar
+}
+
+/// Runs the selected workloads (optimized, and baseline where asked), then derives the
+/// scaling curve and the baseline comparison.
+pub fn run_suite(options: &BenchOptions) -> Result<BenchReport, BenchError> {
+    let recipes = select(options)?;
+    let mut workloads: Vec<WorkloadResult> = Vec::new();
+    let mut baseline: Vec<BaselineComparison> = Vec::new();
+    let mut scaling_ids: Vec<String> = Vec::new();
+    for recipe in recipes {
+        let workload = recipe.build(options.quick);
+        let bar = progress_bar(options, &workload.id, PlacementSearch::Optimized);
+        let optimized = run_workload(&workload, PlacementSearch::Optimized, &bar);
+        bar.finish_and_clear();
+        if matches!(recipe, Recipe::Scaling { .. }) {
+            scaling_ids.push(optimized.id.clone());
+        }
+        if options.baseline_all || recipe.baseline_by_default() {
+            let bar = progress_bar(options, &workload.id, PlacementSearch::Baseline);
+            let base = run_workload(&workload, PlacementSearch::Baseline, &bar);
+            bar.finish_and_clear();
+            baseline.push(BaselineComparison::new(&optimized, &base));
+            workloads.push(optimized);
+            workloads.push(base);
+        } else {
+            workloads.push(optimized);
+        }
+    }
+    let points: Vec<&WorkloadResult> = workloads
+        .iter()
+        .filter(|r| {
+            r.search == runner::search_name(PlacementSearch::Optimized) && scaling_ids.contains(&r.id)
+        })
+        .collect();
+    let scaling = if points.is_empty() { Vec::new() } else { report::scaling_curve(&points) };
+    Ok(BenchReport {
+        quick: options.quick,
+        machine: report::Machine::current(),
+        workloads,
+        scaling,
+        baseline,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_selects_by_substring() {
+        let opts =
+            BenchOptions { filter: Some("scaling".to_string()), quick: true, ..BenchOptions::default() };
+        let ids: Vec<String> = select(&opts).expect("matches").iter().map(Recipe::id).collect();
+        assert_eq!(ids, ["scaling-200", "scaling-400", "scaling-800", "scaling-1600"]);
+        let opts = BenchOptions { filter: Some("nope".to_string()), ..BenchOptions::default() };
+        let err = select(&opts).expect_err("no match");
+        assert!(err.to_string().contains("a-upstream"));
+    }
+
+    #[test]
+    fn quick_suite_for_upstream_compares_with_baseline() {
+        let opts =
+            BenchOptions { filter: Some("a-upstream".to_string()), quick: true, ..BenchOptions::default() };
+        let report = run_suite(&opts).expect("runs");
+        assert_eq!(report.workloads.len(), 2);
+        assert_eq!(report.workloads[1].search, "baseline");
+        assert_eq!(report.baseline.len(), 1);
+        assert!(report.scaling.is_empty());
+        // Both searches implement the same semantics.
+        assert!(report.baseline[0].same_decisions);
+    }
+}

@@ -1,0 +1,228 @@
+//! The simulated node side for pods no Job owns: a kubelet that runs bound pods, and the
+//! pod garbage collector that removes pods of deleted nodes.
+//!
+//! Pods owned by a Job are run by the Job controller's own simulated kubelet
+//! (`placer_controllers::job::kubelet`); this controller runs every other pod with the
+//! same rules (bound -> `Running` with `startTime`; with `placer.dev/run-time`,
+//! `Succeeded` once it has elapsed). Pods listed in `cluster.pods` with an explicit phase
+//! other than `Running` are left as written (a bound `Pending` pod stays `Pending`).
+
+use std::collections::{BTreeSet, HashSet};
+
+use placer_api::k8s::api::core::v1::Pod;
+use placer_cluster::{ClusterStore, Kind, Object, ObjectRef, WatchEventKind};
+use placer_controllers::job::kubelet::{kubelet_step, run_time_ms, Clock};
+use placer_controllers::{Controller, ControllerError};
+
+/// Reporter / controller name.
+pub const NAME: &str = "sim-kubelet";
+
+/// Runs pods not owned by a Job; deletes pods whose node was deleted.
+#[derive(Debug, Default)]
+pub struct SimKubelet {
+    seen_rv: u64,
+    /// Pods (by uid) whose phase the scenario fixed.
+    frozen: HashSet<String>,
+    /// (wake time, pod) of running pods with a run time.
+    timers: BTreeSet<(u64, ObjectRef)>,
+}
+
+impl SimKubelet {
+    /// A kubelet that leaves the pods with these uids alone.
+    pub fn new(frozen: HashSet<String>) -> Self {
+        SimKubelet { seen_rv: 0, frozen, timers: BTreeSet::new() }
+    }
+
+    fn owned_by_job(pod: &Pod) -> bool {
+        pod.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.controller == Some(true) && o.kind == "Job" && o.api_version == "batch/v1")
+    }
+
+    /// Runs one kubelet step for `pod`; returns whether it wrote.
+    fn step(&mut self, store: &mut dyn ClusterStore, pod: &Pod) -> Result<bool, ControllerError> {
+        if Self::owned_by_job(pod) || pod.metadata.uid.as_ref().is_some_and(|u| self.frozen.contains(u)) {
+            return Ok(false);
+        }
+        let run_time = match run_time_ms(pod) {
+            None => None,
+            Some(Ok(ms)) => Some(ms),
+            Some(Err(e)) => return Err(err(format!("pod {}: {e}", pod_ref(pod)))),
+        };
+        let clock = Clock::new(store.now_ms(), &store.now());
+        let step = kubelet_step(pod, &clock, run_time);
+        if let Some(at) = step.wake_at_ms {
+            self.timers.insert((at, pod_ref(pod)));
+        }
+        let Some(status) = step.status else { return Ok(false) };
+        let mut updated = pod.clone();
+        updated.status = Some(status);
+        updated.metadata.resource_version = None;
+        match store.update_status(Object::Pod(updated)) {
+            Ok(_) => Ok(true),
+            // The pod went away in the meantime: nothing to run.
+            Err(placer_cluster::StoreError::NotFound(_)) => Ok(false),
+            Err(e) => Err(err(e.to_string())),
+        }
+    }
+}
+
+fn err(message: String) -> ControllerError {
+    ControllerError { controller: NAME, message }
+}
+
+fn pod_ref(pod: &Pod) -> ObjectRef {
+    ObjectRef::new(
+        Kind::Pod,
+        pod.metadata.namespace.clone().unwrap_or_default(),
+        pod.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+impl Controller for SimKubelet {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn reconcile(&mut self, store: &mut dyn ClusterStore) -> Result<bool, ControllerError> {
+        let events = store.watch_since(self.seen_rv);
+        self.seen_rv = store.resource_version();
+        let mut wrote = false;
+        let mut errors = Vec::new();
+        let mut deleted_nodes = BTreeSet::new();
+        let mut changed_pods = BTreeSet::new();
+        for e in events {
+            match (&e.object, e.kind) {
+                (Object::Node(n), WatchEventKind::Deleted) => {
+                    deleted_nodes.insert(n.metadata.name.clone().unwrap_or_default());
+                }
+                (Object::Pod(p), WatchEventKind::Added | WatchEventKind::Modified) => {
+                    changed_pods.insert(pod_ref(p));
+                }
+                _ => {}
+            }
+        }
+        // Pod garbage collection: pods bound to a node that no longer exists.
+        if !deleted_nodes.is_empty() {
+            for obj in store.list(Kind::Pod) {
+                let Object::Pod(p) = &obj else { continue };
+                let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or("");
+                if deleted_nodes.contains(node) && store.get(&ObjectRef::new(Kind::Node, "", node)).is_none()
+                {
+                    match store.delete(&obj.object_ref()) {
+                        Ok(()) => wrote = true,
+                        Err(placer_cluster::StoreError::NotFound(_)) => {}
+                        Err(e) => errors.push(e.to_string()),
+                    }
+                }
+            }
+        }
+        // Timers that are due.
+        let now = store.now_ms();
+        while let Some((at, r)) = self.timers.first().cloned() {
+            if at > now {
+                break;
+            }
+            self.timers.remove(&(at, r.clone()));
+            changed_pods.insert(r);
+        }
+        for r in changed_pods {
+            if let Some(Object::Pod(p)) = store.get(&r) {
+                match self.step(store, &p) {
+                    Ok(w) => wrote |= w,
+                    Err(e) => errors.push(e.message),
+                }
+            }
+        }
+        self.seen_rv = store.resource_version();
+        match errors.into_iter().next() {
+            Some(message) => Err(err(message)),
+            None => Ok(wrote),
+        }
+    }
+
+    fn next_wakeup_ms(&self) -> Option<u64> {
+        self.timers.first().map(|(at, _)| *at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use placer_api::annotations::SIM_RUN_TIME;
+    use placer_api::k8s::api::core::v1::{Node, PodSpec};
+    use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use placer_cluster::embedded::EmbeddedCluster;
+
+    fn pod(name: &str, node: Option<&str>, run_time: Option<&str>) -> Object {
+        Object::Pod(Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                annotations: run_time.map(|r| [(SIM_RUN_TIME.to_string(), r.to_string())].into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec { node_name: node.map(String::from), ..Default::default() }),
+            status: None,
+        })
+    }
+
+    fn node(name: &str) -> Object {
+        Object::Node(Node {
+            metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+            ..Default::default()
+        })
+    }
+
+    fn phase(store: &EmbeddedCluster, name: &str) -> Option<String> {
+        store
+            .get(&ObjectRef::new(Kind::Pod, "default", name))
+            .and_then(|o| o.as_pod().and_then(|p| p.status.as_ref()).and_then(|s| s.phase.clone()))
+    }
+
+    #[test]
+    fn bound_pods_run_and_finish_after_their_run_time() {
+        let mut store = EmbeddedCluster::new();
+        store.create(node("n1")).unwrap();
+        store.create(pod("a", None, Some("30s"))).unwrap();
+        let mut k = SimKubelet::default();
+        assert!(!k.reconcile(&mut store).unwrap(), "an unbound pod does not run");
+        store.bind("default", "a", "", "n1").unwrap();
+        assert!(k.reconcile(&mut store).unwrap());
+        assert_eq!(phase(&store, "a").as_deref(), Some("Running"));
+        assert_eq!(k.next_wakeup_ms(), Some(30_000));
+        store.set_now_ms(30_000);
+        assert!(k.reconcile(&mut store).unwrap());
+        assert_eq!(phase(&store, "a").as_deref(), Some("Succeeded"));
+        assert_eq!(k.next_wakeup_ms(), None);
+        assert!(!k.reconcile(&mut store).unwrap(), "settled");
+    }
+
+    #[test]
+    fn frozen_pods_keep_their_phase() {
+        let mut store = EmbeddedCluster::new();
+        store.create(node("n1")).unwrap();
+        let created = store.create(pod("a", Some("n1"), None)).unwrap();
+        let uid = created.metadata().uid.clone().unwrap();
+        let mut k = SimKubelet::new([uid].into());
+        assert!(!k.reconcile(&mut store).unwrap());
+        assert_eq!(phase(&store, "a").as_deref(), Some("Pending"));
+    }
+
+    #[test]
+    fn pods_of_a_deleted_node_are_collected() {
+        let mut store = EmbeddedCluster::new();
+        store.create(node("n1")).unwrap();
+        store.create(node("n2")).unwrap();
+        store.create(pod("on-n1", Some("n1"), None)).unwrap();
+        store.create(pod("on-n2", Some("n2"), None)).unwrap();
+        let mut k = SimKubelet::default();
+        k.reconcile(&mut store).unwrap();
+        store.delete(&ObjectRef::new(Kind::Node, "", "n1")).unwrap();
+        assert!(k.reconcile(&mut store).unwrap());
+        assert!(store.get(&ObjectRef::new(Kind::Pod, "default", "on-n1")).is_none());
+        assert!(store.get(&ObjectRef::new(Kind::Pod, "default", "on-n2")).is_some());
+    }
+}

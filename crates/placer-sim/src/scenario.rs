@@ -1,0 +1,309 @@
+//! The scenario file: its types as loaded and validated (see `shared/scenarios/FORMAT.md`).
+//!
+//! The scenario's own structure (`name`, `scheduler`, `cluster`, `steps`, `expect`, ...)
+//! is strict: an unknown field is an error. The Kubernetes manifests inside it are parsed
+//! straight into the typed k8s-openapi structs of their `apiVersion` / `kind`, so label
+//! values such as `on` or `0123` reach the object exactly as written. Object patterns
+//! (`expect.objects`, `expect.absent`) and merge patches (`patch` steps) are kept as JSON
+//! values.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use placer_api::k8s::apimachinery::pkg::api::resource::Quantity;
+use placer_cluster::{Object, ObjectRef};
+use serde::Deserialize;
+
+/// A loaded, validated scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    /// The file it was read from (as given by the caller).
+    pub file: PathBuf,
+    /// Unique kebab-case name.
+    pub name: String,
+    /// What the case pins down.
+    pub description: Option<String>,
+    /// Where the facts come from.
+    pub source: Option<String>,
+    /// `scheduler` (defaults when absent).
+    pub scheduler: SchedulerSpec,
+    /// `cluster.nodes`, in file order.
+    pub nodes: Vec<Manifest>,
+    /// `cluster.generate`.
+    pub generate: Option<GenerateSpec>,
+    /// `cluster.pods`: pods already bound to a node.
+    pub pods: Vec<Manifest>,
+    /// `submit`, in file order.
+    pub submit: Vec<Manifest>,
+    pub steps: Vec<Step>,
+    /// The top-level `expect` (checked after the last step).
+    pub expect: Option<Expect>,
+}
+
+impl Scenario {
+    /// The declared topology levels (`scheduler.profile.topologyLevels`), coarsest first.
+    pub fn topology_levels(&self) -> &[String] {
+        self.scheduler.profile.as_ref().map(|p| p.topology_levels.as_slice()).unwrap_or(&[])
+    }
+
+    /// Number of nodes the cluster starts with (listed plus generated).
+    pub fn node_count(&self) -> usize {
+        self.nodes.len() + self.generate.as_ref().map_or(0, GenerateSpec::node_count)
+    }
+}
+
+/// One Kubernetes object of the scenario, with where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    /// The typed object (namespaced kinds without a namespace are put in `default`).
+    pub object: Object,
+    /// Position in the scenario, e.g. `submit[2]`, `steps[1].submit[0]`, `cluster.nodes[3]`.
+    pub path: String,
+    /// 1-based line and column of the manifest in the file (0 when unknown).
+    pub line: u64,
+    pub column: u64,
+}
+
+/// One entry of `steps`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// `steps[i]`.
+    pub path: String,
+    /// 1-based line and column of the step in the file.
+    pub line: u64,
+    pub column: u64,
+    /// What the step does.
+    pub action: StepAction,
+}
+
+/// What a step does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepAction {
+    /// Create more objects, in order.
+    Submit(Vec<Manifest>),
+    /// Delete a pod (`namespace/name`).
+    DeletePod { namespace: String, name: String },
+    /// Delete a node; its pods are then deleted as the pod garbage collector would.
+    DeleteNode(String),
+    /// JSON merge patch of an existing object; a rejection is checked by the next
+    /// `expect.error`.
+    Patch { target: ObjectRef, patch: serde_json::Value },
+    /// Set the node's `Ready` condition to `False` (and add the `not-ready` taint, as the
+    /// node lifecycle controller does).
+    MarkNotReady(String),
+    /// Add a taint to a node.
+    Taint(TaintStep),
+    /// Move the virtual clock forward.
+    Advance { ms: u64 },
+    /// Check expectations at this point.
+    Expect(Expect),
+}
+
+/// `scheduler`: the scheduler configuration of the scenario.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SchedulerSpec {
+    /// Gate overrides over Placer's defaults; unknown names are an error.
+    #[serde(default)]
+    pub feature_gates: BTreeMap<String, bool>,
+    #[serde(default)]
+    pub profile: Option<ProfileSpec>,
+}
+
+/// `scheduler.profile`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ProfileSpec {
+    /// The declared hierarchy, coarsest first (Kueue's Topology).
+    #[serde(default)]
+    pub topology_levels: Vec<String>,
+    /// Placer extension: score plugin weights by plugin name.
+    #[serde(default)]
+    pub plugin_weights: BTreeMap<String, i64>,
+    /// Placer extension: `percentageOfPlacementsToScore` (absent: adaptive default).
+    #[serde(default)]
+    pub percentage_of_placements_to_score: Option<u32>,
+    /// Placer extension: pod-level NodeResourcesFit strategy, `LeastAllocated` (default)
+    /// or `MostAllocated`.
+    #[serde(default)]
+    pub scoring_strategy: Option<String>,
+    /// Placer extension: placement-level NodeResourcesFit strategy, `MostAllocated`
+    /// (default) or `LeastAllocated`.
+    #[serde(default)]
+    pub placement_scoring_strategy: Option<String>,
+    /// Placer extension: initial pod backoff, a duration such as `1s` or `0s`.
+    #[serde(default)]
+    pub pod_initial_backoff: Option<String>,
+    /// Placer extension: maximum pod backoff, a duration such as `10s`.
+    #[serde(default)]
+    pub pod_max_backoff: Option<String>,
+    /// Placer extension: the `schedulerName`s this scheduler serves.
+    #[serde(default)]
+    pub scheduler_names: Option<Vec<String>>,
+}
+
+/// `cluster.generate`: a regular topology of identical nodes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GenerateSpec {
+    /// Label keys, coarsest first.
+    pub levels: Vec<String>,
+    /// Children per parent at each level (same length as `levels`).
+    pub fanout: Vec<u32>,
+    /// Allocatable (and capacity) of every generated node.
+    pub allocatable: BTreeMap<String, Quantity>,
+    /// Extra labels on every generated node.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+impl GenerateSpec {
+    /// Number of nodes this generates (saturating).
+    pub fn node_count(&self) -> usize {
+        self.fanout.iter().fold(1usize, |n, f| n.saturating_mul(*f as usize))
+    }
+}
+
+/// `taint` step.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TaintStep {
+    /// Node name.
+    pub node: String,
+    /// Taint key.
+    pub key: String,
+    /// Taint value (optional).
+    #[serde(default)]
+    pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute` (evicts pods that do not tolerate it).
+    pub effect: String,
+}
+
+/// An `expect` block. Every field is optional; what is present must hold exactly.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Expect {
+    /// `namespace/name` -> node name, or `Pending` for an unbound pod.
+    #[serde(default)]
+    pub pods: BTreeMap<String, String>,
+    /// `namespace/name` of a PodGroup -> what must hold for it.
+    #[serde(default)]
+    pub pod_groups: BTreeMap<String, PodGroupExpect>,
+    /// Object patterns that some object must match (subset match).
+    #[serde(default)]
+    pub objects: Vec<serde_json::Value>,
+    /// Object patterns no object may match.
+    #[serde(default)]
+    pub absent: Vec<serde_json::Value>,
+    /// Substring of the error the scenario (top level) or the preceding steps must fail with.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// Expectations on one PodGroup (its pods are those naming it in `spec.schedulingGroup`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PodGroupExpect {
+    /// True: at least one pod of the group is bound; false: none is.
+    #[serde(default)]
+    pub scheduled: Option<bool>,
+    /// Exact number of bound pods.
+    #[serde(default)]
+    pub bound_pods: Option<u32>,
+    /// Every bound pod's node has the same value of this label.
+    #[serde(default)]
+    pub same_domain: Option<String>,
+    /// Label key -> the sorted set of values used by the bound pods' nodes.
+    #[serde(default)]
+    pub domains: Option<BTreeMap<String, Vec<String>>>,
+    /// Label key -> exact bound pod count per value.
+    #[serde(default)]
+    pub pods_per_domain: Option<BTreeMap<String, BTreeMap<String, u32>>>,
+    /// A condition of the PodGroup's status.
+    #[serde(default)]
+    pub condition: Option<ConditionExpect>,
+}
+
+/// Expected condition (`message` and `reason` are checked only when given).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ConditionExpect {
+    /// Condition type, e.g. `PodGroupScheduled`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// Parses a duration: one or more `<integer><unit>` terms, units `ms`, `s`, `m`, `h`
+/// (`500ms`, `30s`, `5m`, `1h30m`). Returns milliseconds.
+pub fn parse_duration_ms(text: &str) -> Result<u64, String> {
+    let err = || format!("invalid duration {text:?}: expected a number with a unit, e.g. 500ms, 30s, 5m, 1h");
+    let s = text.trim();
+    if s.is_empty() {
+        return Err(err());
+    }
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    let mut total: u64 = 0;
+    while i < bytes.len() {
+        let start = i;
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            i += 1;
+        }
+        if start == i {
+            return Err(err());
+        }
+        let value: u64 = s[start..i].parse().map_err(|_| err())?;
+        let unit_start = i;
+        while i < bytes.len() && bytes[i].is_ascii_alphabetic() {
+            i += 1;
+        }
+        let factor = match &s[unit_start..i] {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            _ => return Err(err()),
+        };
+        total = value.checked_mul(factor).and_then(|v| total.checked_add(v)).ok_or_else(err)?;
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_accept_units_and_compounds() {
+        assert_eq!(parse_duration_ms("500ms"), Ok(500));
+        assert_eq!(parse_duration_ms("30s"), Ok(30_000));
+        assert_eq!(parse_duration_ms("5m"), Ok(300_000));
+        assert_eq!(parse_duration_ms("1h30m"), Ok(5_400_000));
+        assert_eq!(parse_duration_ms("0s"), Ok(0));
+    }
+
+    #[test]
+    fn durations_need_a_known_unit() {
+        for bad in ["", "30", "s", "1d", "-1s", "1.5s", "30 s"] {
+            let err = parse_duration_ms(bad).unwrap_err();
+            assert!(err.starts_with("invalid duration"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn generated_node_count_multiplies_fanouts() {
+        let g = GenerateSpec {
+            levels: vec!["a".into(), "b".into()],
+            fanout: vec![4, 8],
+            allocatable: BTreeMap::new(),
+            labels: BTreeMap::new(),
+        };
+        assert_eq!(g.node_count(), 32);
+    }
+}

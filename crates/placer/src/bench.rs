@@ -1,0 +1,52 @@
+//! `placer bench`: the performance suite of `placer-bench` (the engine driven in-process,
+//! no store): throughput, decision latency, placements evaluated per decision, peak
+//! memory, the scaling curve and the speed-up of the optimized placement search over the
+//! plain KEP-5732 baseline. See docs/performance.md.
+//!
+//! Exit code 0 after a run, 2 when `--filter` selects nothing. Figures are printed, never
+//! judged: wall-clock thresholds on shared machines are noise.
+
+use std::io::{IsTerminal, Write};
+
+use placer_bench::{report::render_text, run_suite, BenchOptions};
+
+use crate::Status;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only run workloads whose id contains this text (e.g. `b-mixed`, `scaling`).
+    #[arg(long, value_name = "S")]
+    filter: Option<String>,
+    /// Print the report as JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Scale every workload down (a smoke run for CI; figures are not comparable).
+    #[arg(long)]
+    quick: bool,
+    /// Also run every selected workload with the baseline placement search (a-upstream and
+    /// b-mixed-gangs always are).
+    #[arg(long)]
+    baseline: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<Status> {
+    let options = BenchOptions {
+        filter: args.filter,
+        quick: args.quick,
+        baseline_all: args.baseline,
+        progress: std::io::stderr().is_terminal(),
+    };
+    if cfg!(debug_assertions) && !args.quick {
+        tracing::warn!("placer bench in a debug build: figures are not representative (use --release)");
+    }
+    let report = run_suite(&options)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        out.write_all(render_text(&report).as_bytes())?;
+    }
+    out.flush()?;
+    Ok(Status::Pass)
+}

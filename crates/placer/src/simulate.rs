@@ -1,0 +1,152 @@
+//! `placer simulate FILE...`: runs scenarios on the embedded cluster.
+//!
+//! For every file: a result line (PASS / FAIL), the PodGroup table, a cluster summary and
+//! every failed expectation (`expected X, got Y`). `--output json|yaml` writes the final
+//! objects of every run to stdout as a `v1` `List` per scenario (the human-readable
+//! report then goes to stderr); `--metrics` adds the scheduler's metrics in Prometheus
+//! text format.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::ValueEnum;
+use indicatif::{ProgressBar, ProgressStyle};
+use placer_sim::{load_file, RunOptions, RunReport};
+
+use crate::output::{write_expected_rejection, write_load_error, write_report, FAIL, RESET};
+use crate::Status;
+
+/// Clusters at least this large get a spinner while they run.
+const LARGE: usize = 1_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Scenario files (format: shared/scenarios/FORMAT.md).
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Write the final objects (all kinds) to stdout in this format.
+    #[arg(long, short = 'o', value_enum, value_name = "FORMAT")]
+    output: Option<Format>,
+    /// Print the scheduler's metrics (Prometheus text format, wall-clock durations).
+    #[arg(long)]
+    metrics: bool,
+}
+
+/// The objects of a run as a `v1` `List`.
+fn object_list(report: &RunReport) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {},
+        "items": report.objects.iter().map(|o| o.to_json()).collect::<Vec<_>>(),
+    })
+}
+
+fn progress_bar(files: usize) -> ProgressBar {
+    if files < 2 {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(files as u64);
+    if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} {wide_msg}") {
+        pb.set_style(style);
+    }
+    pb
+}
+
+pub fn run(args: Args) -> anyhow::Result<Status> {
+    let machine = args.output.is_some();
+    // Human-readable text goes to stderr when stdout carries machine output.
+    let mut human: Box<dyn Write> =
+        if machine { Box::new(anstream::stderr()) } else { Box::new(anstream::stdout()) };
+    let pb = progress_bar(args.files.len());
+    let mut status = Status::Pass;
+    let mut reports = Vec::new();
+    for file in &args.files {
+        pb.set_message(file.display().to_string());
+        let scenario = match load_file(file) {
+            Ok(s) => s,
+            Err(e) if e.is_expected() => {
+                pb.suspend(|| write_expected_rejection(&mut human, file, &e))?;
+                pb.inc(1);
+                continue;
+            }
+            Err(e) => {
+                pb.suspend(|| write_load_error(&mut human, &e))?;
+                status = status.max(Status::BadInput);
+                pb.inc(1);
+                continue;
+            }
+        };
+        let spinner = (args.files.len() < 2 && scenario.node_count().max(scenario.submit.len()) >= LARGE)
+            .then(|| {
+                let s = ProgressBar::new_spinner();
+                s.enable_steady_tick(Duration::from_millis(120));
+                s
+            });
+        let shown = spinner.clone().unwrap_or_else(|| pb.clone());
+        let opts = RunOptions {
+            wall_clock_metrics: args.metrics,
+            progress: Some(Arc::new(move |phase: &str| shown.set_message(phase.to_string()))),
+            ..RunOptions::default()
+        };
+        let result = placer_sim::run(&scenario, &opts);
+        if let Some(s) = spinner {
+            s.finish_and_clear();
+        }
+        match result {
+            Ok(report) => {
+                pb.suspend(|| -> std::io::Result<()> {
+                    write_report(&mut human, &report)?;
+                    if args.metrics {
+                        match &report.metrics {
+                            Some(text) => write!(human, "{text}")?,
+                            None => writeln!(human, "  (no metrics recorded)")?,
+                        }
+                    }
+                    Ok(())
+                })?;
+                if !report.passed() {
+                    status = status.max(Status::Fail);
+                }
+                reports.push(report);
+            }
+            Err(e) => {
+                pb.suspend(|| writeln!(human, "{FAIL}FAIL{RESET} {e}"))?;
+                status = status.max(Status::Fail);
+            }
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    human.flush()?;
+    if let Some(format) = args.output {
+        let mut out = std::io::stdout().lock();
+        for (i, report) in reports.iter().enumerate() {
+            let list = object_list(report);
+            match format {
+                Format::Json => {
+                    serde_json::to_writer_pretty(&mut out, &list).context("writing JSON")?;
+                    writeln!(out)?;
+                }
+                Format::Yaml => {
+                    if i > 0 {
+                        writeln!(out, "---")?;
+                    }
+                    let text = serde_saphyr::to_string(&list).context("writing YAML")?;
+                    write!(out, "{text}")?;
+                }
+            }
+        }
+        out.flush()?;
+    }
+    Ok(status)
+}

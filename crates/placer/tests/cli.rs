@@ -1,0 +1,126 @@
+//! The `placer` binary: exit codes and output.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(rel: &str) -> PathBuf {
+    workspace().join("crates/placer-sim/tests/fixtures").join(rel)
+}
+
+fn placer(args: &[&str]) -> Output {
+    match Command::new(env!("CARGO_BIN_EXE_placer")).args(args).current_dir(workspace()).output() {
+        Ok(out) => out,
+        Err(e) => panic!("cannot run placer: {e}"),
+    }
+}
+
+fn text(out: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap_or_default()
+}
+
+#[test]
+fn simulate_example_passes_with_table_and_summary() {
+    let out = placer(&["simulate", "examples/gang-rack.yaml"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.starts_with("PASS gang-rack examples/gang-rack.yaml"), "{stdout}");
+    assert!(stdout.contains("default/train"), "{stdout}");
+    assert!(stdout.contains("rack: rack-b"), "{stdout}");
+    assert!(stdout.contains("cluster: 5 nodes, 6/6 pods bound"), "{stdout}");
+    assert!(!stdout.contains('\u{1b}'), "no colour codes when not writing to a terminal: {stdout}");
+}
+
+#[test]
+fn failed_expectation_exits_1_and_says_what_differs() {
+    let out = placer(&["simulate", path(&fixture("failing/wrong-expectation.yaml"))]);
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("FAIL steps[0].expect: pods.default/a: expected n2, got n1"), "{stdout}");
+}
+
+#[test]
+fn bad_input_exits_2_with_the_precise_message() {
+    for (rel, message) in [
+        ("bad/yaml-syntax.yaml", ":4:3: \"-\" is only valid inside a block"),
+        (
+            "bad/negative-cpu.yaml",
+            ":8:5: submit[0]: Pod default/p0: spec.containers[0].resources.requests.cpu",
+        ),
+        ("bad/mincount-zero.yaml", "spec.schedulingPolicy.gang.minCount: must be greater than or equal to 1"),
+    ] {
+        for command in ["simulate", "validate"] {
+            let out = placer(&[command, path(&fixture(rel))]);
+            let (stdout, stderr) = text(&out);
+            assert_eq!(out.status.code(), Some(2), "{command} {rel}: {stdout}{stderr}");
+            assert!(stdout.contains(message), "{command} {rel}: {stdout}");
+            assert!(!stderr.contains("panicked"), "{stderr}");
+        }
+    }
+}
+
+#[test]
+fn the_worst_file_decides_the_exit_code() {
+    let good = fixture("good/delete-bound-pod.yaml");
+    let failing = fixture("failing/wrong-expectation.yaml");
+    let bad = fixture("bad/mincount-zero.yaml");
+    assert_eq!(placer(&["simulate", path(&good), path(&failing)]).status.code(), Some(1));
+    assert_eq!(placer(&["simulate", path(&failing), path(&bad), path(&good)]).status.code(), Some(2));
+    assert_eq!(placer(&["simulate", path(&good)]).status.code(), Some(0));
+}
+
+#[test]
+fn validate_accepts_the_examples() {
+    let out = placer(&["validate", "examples/gang-rack.yaml", "examples/gang-quorum.yaml"]);
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("ok examples/gang-rack.yaml (gang-rack: 5 nodes"), "{stdout}");
+}
+
+#[test]
+fn json_output_is_a_list_of_the_final_objects() {
+    let out = placer(&["simulate", "--output", "json", "examples/gang-rack.yaml"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("PASS gang-rack"), "the report goes to stderr: {stderr}");
+    let list: serde_json::Value = match serde_json::from_str(&stdout) {
+        Ok(v) => v,
+        Err(e) => panic!("{e}: {stdout}"),
+    };
+    assert_eq!(list["kind"], "List");
+    let items = list["items"].as_array().map(Vec::len).unwrap_or(0);
+    assert_eq!(items, 5 + 6 + 1, "nodes, pods and the PodGroup");
+}
+
+#[test]
+fn yaml_output_keeps_strings_quoted() {
+    let out = placer(&["simulate", "-o", "yaml", path(&fixture("good/delete-bound-pod.yaml"))]);
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout.contains("power: \"on\""), "{stdout}");
+}
+
+#[test]
+fn metrics_are_printed_on_request() {
+    let out = placer(&["simulate", "--metrics", "examples/gang-rack.yaml"]);
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout.contains("# TYPE "), "{stdout}");
+}
+
+#[test]
+fn missing_file_and_bad_arguments_exit_2() {
+    let out = placer(&["simulate", "no/such/file.yaml"]);
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout.contains("no/such/file.yaml"), "{stdout}");
+    assert_eq!(placer(&["simulate"]).status.code(), Some(2));
+    assert_eq!(placer(&["frobnicate"]).status.code(), Some(2));
+}

@@ -220,6 +220,10 @@ pub fn render_text(report: &BenchReport) -> String {
                 fixed(r.latency.p50_ms, 2),
                 fixed(r.latency.p90_ms, 2),
                 fixed(r.latency.p99_ms, 2),
+                r.largest_group.map_or_else(
+                    || "-".to_string(),
+                    |g| format!("{} ({})", fixed(g.latency.p99_ms, 2), thousands(f64::from(g.size))),
+                ),
                 r.placements_per_decision.map_or_else(|| "-".to_string(), |p| fixed(p, 1)),
                 format_bytes(r.memory_after_nodes_bytes),
                 format_bytes(r.peak_memory_bytes),
@@ -238,11 +242,12 @@ pub fn render_text(report: &BenchReport) -> String {
             "p50 ms",
             "p90 ms",
             "p99 ms",
+            "p99 largest",
             "evals/dec",
             "mem nodes",
             "peak mem",
         ],
-        &[L, L, R, L, R, R, R, R, R, R, R, R, R],
+        &[L, L, R, L, R, R, R, R, R, R, R, R, R, R],
         &rows,
     ));
 
@@ -340,6 +345,7 @@ mod tests {
             pods_per_second: (decisions * 10) as f64 / seconds,
             latency: LatencySummary::default(),
             latency_source: "schedule call".to_string(),
+            largest_group: None,
             placements_per_decision: Some(2.0),
             memory_after_nodes_bytes: None,
             peak_memory_bytes: None,

@@ -56,6 +56,9 @@ pub struct WorkloadResult {
     /// (the engine's per-cycle duration, used for churn where a call may retry waiting
     /// groups).
     pub latency_source: String,
+    /// Decision latency of the largest gangs alone (batch workloads with groups): the bars
+    /// of the issue are stated for them (e.g. a 1,024-pod gang).
+    pub largest_group: Option<GroupLatency>,
     /// Mean `scheduler_placement_evaluations_total` per PodGroup cycle (`None` without
     /// PodGroup cycles).
     pub placements_per_decision: Option<f64>,
@@ -78,6 +81,22 @@ impl WorkloadResult {
             self.schedule_seconds * 1000.0 / self.decisions as f64
         }
     }
+}
+
+/// Latency of the decisions of one gang size.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct GroupLatency {
+    /// Pods per gang.
+    pub size: u32,
+    pub latency: LatencySummary,
+}
+
+/// Latency of the largest gangs: `sizes[i]` is the gang size submitted before the call
+/// that took `seconds[i]` (0 for a single pod).
+fn largest_group_latency(sizes: &[u32], seconds: &[f64]) -> Option<GroupLatency> {
+    let size = sizes.iter().copied().max().filter(|&s| s > 0)?;
+    let samples: Vec<f64> = sizes.iter().zip(seconds).filter(|(s, _)| **s == size).map(|(_, t)| *t).collect();
+    Some(GroupLatency { size, latency: LatencySummary::from_seconds(&samples) })
 }
 
 /// Display name of a search mode.
@@ -224,14 +243,19 @@ pub fn run_workload(w: &Workload, search: PlacementSearch, progress: &ProgressBa
     progress.set_position(0);
 
     let (groups, pods) = w.plan.totals();
-    let (placed, latency_seconds, latency_source) = match &w.plan {
+    let (placed, latency_seconds, latency_source, largest_group) = match &w.plan {
         Plan::Batch(items) => {
+            let mut sizes: Vec<u32> = Vec::with_capacity(items.len());
             for (now_ms, item) in (1u64..).zip(items) {
                 match item {
                     Submission::Group(g) => {
                         d.submit_group(g, now_ms);
+                        sizes.push(g.size);
                     }
-                    Submission::Pod { name, pod } => d.submit_pod(name, *pod, now_ms),
+                    Submission::Pod { name, pod } => {
+                        d.submit_pod(name, *pod, now_ms);
+                        sizes.push(0);
+                    }
                 }
                 d.schedule(now_ms);
                 progress.inc(1);
@@ -241,12 +265,13 @@ pub fn run_workload(w: &Workload, search: PlacementSearch, progress: &ProgressBa
             } else {
                 d.groups.iter().filter(|g| g.placed_at.is_some()).count() as u64
             };
-            (placed, std::mem::take(&mut d.call_seconds), "schedule call")
+            let largest = largest_group_latency(&sizes, &d.call_seconds);
+            (placed, std::mem::take(&mut d.call_seconds), "schedule call", largest)
         }
         Plan::Churn(plan) => {
             run_churn(&mut d, plan, progress);
             let placed = d.groups.iter().filter(|g| g.placed_at.is_some()).count() as u64;
-            (placed, std::mem::take(&mut d.obs.cycle_seconds), "group cycle")
+            (placed, std::mem::take(&mut d.obs.cycle_seconds), "group cycle", None)
         }
     };
     let peak = memory::peak_rss();
@@ -270,6 +295,7 @@ pub fn run_workload(w: &Workload, search: PlacementSearch, progress: &ProgressBa
         pods_per_second: if schedule_seconds > 0.0 { d.bound_pods as f64 / schedule_seconds } else { 0.0 },
         latency: LatencySummary::from_seconds(&latency_seconds),
         latency_source: latency_source.to_string(),
+        largest_group,
         placements_per_decision: (d.obs.group_cycles > 0)
             .then(|| d.obs.placement_evaluations as f64 / d.obs.group_cycles as f64),
         memory_after_nodes_bytes: memory_after_nodes,
@@ -350,6 +376,17 @@ mod tests {
         assert_eq!(r.latency.samples, 80);
         assert!(r.placements_per_decision.is_some_and(|p| p >= 1.0));
         assert!((r.placed_share - 1.0).abs() < 1e-9);
+        assert_eq!(r.largest_group.map(|g| (g.size, g.latency.samples)), Some((10, 80)));
+    }
+
+    #[test]
+    fn largest_group_latency_keeps_only_the_largest_size() {
+        let g =
+            largest_group_latency(&[8, 64, 0, 64, 16], &[0.001, 0.010, 0.5, 0.020, 0.002]).expect("groups");
+        assert_eq!(g.size, 64);
+        assert_eq!(g.latency.samples, 2);
+        assert!((g.latency.max_ms - 20.0).abs() < 1e-9);
+        assert_eq!(largest_group_latency(&[0, 0], &[0.1, 0.2]), None);
     }
 
     #[test]

@@ -595,11 +595,11 @@ impl Engine {
         // Nominated pods counted, the nominated node first, per-pod preemption on failure
         // (SEMANTICS §12: standalone pods preempt with their own priority).
         match self.find_node_for_single(&queued.pod, obs) {
-            Ok(node) => {
+            preempt::SingleAttempt::Fits(node) => {
                 obs.count(METRIC_SCHEDULE_ATTEMPTS, &[("result", "scheduled")], 1);
                 self.bind(queued, node, out);
             }
-            Err((fit, Some(plan))) => {
+            preempt::SingleAttempt::Preempts { fit, plan } => {
                 obs.count(METRIC_SCHEDULE_ATTEMPTS, &[("result", "unschedulable")], 1);
                 let key = queued.pod.key.clone();
                 let preemptor = format!("pod {key}");
@@ -618,7 +618,7 @@ impl Engine {
                 self.nominate(&key, plan.node, out);
                 self.fail(queued, REASON_UNSCHEDULABLE, fit.to_string(), false, now_ms, out);
             }
-            Err((fit, None)) => {
+            preempt::SingleAttempt::Unschedulable(fit) => {
                 obs.count(METRIC_SCHEDULE_ATTEMPTS, &[("result", "unschedulable")], 1);
                 self.fail(queued, REASON_UNSCHEDULABLE, fit.to_string(), true, now_ms, out);
             }

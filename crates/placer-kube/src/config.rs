@@ -62,7 +62,7 @@ pub const KNOWN_SCORE_PLUGINS: &[&str] = &[
 /// A configuration file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("{}: cannot read the file: {source}", file.display())]
+    #[error("{}: cannot read the file", file.display())]
     Read {
         file: PathBuf,
         #[source]
@@ -185,8 +185,10 @@ pub fn parse(text: &str, file: &Path) -> Result<ServeSettings, ConfigError> {
     let raw: FileConfig = if text.trim().is_empty() {
         FileConfig::default()
     } else {
-        serde_saphyr::from_str(text)
-            .map_err(|e| ConfigError::Parse { file: file.to_path_buf(), message: e.to_string() })?
+        serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse {
+            file: file.to_path_buf(),
+            message: e.to_string().trim_start_matches("error: ").to_string(),
+        })?
     };
     validate(raw, file)
 }
@@ -359,6 +361,8 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
         placement_scoring_strategy: placement,
         pod_initial_backoff_ms: initial,
         pod_max_backoff_ms: max,
+        // Settings the file does not expose keep the engine's defaults.
+        ..defaults
     };
 
     Ok(ServeSettings {

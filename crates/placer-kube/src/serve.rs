@@ -103,7 +103,7 @@ pub async fn connect(options: &ServeConfig) -> anyhow::Result<Client> {
             kube::Config::from_kubeconfig(&opts).await.context("cannot load the kubeconfig")?
         }
         None => kube::Config::infer().await.context(
-            "cannot find a cluster: not in a pod, and no kubeconfig ($KUBECONFIG or ~/.kube/config)",
+            "cannot find a cluster: no kubeconfig ($KUBECONFIG or ~/.kube/config) and not in a pod",
         )?,
     };
     Client::try_from(config).context("cannot create the Kubernetes client")

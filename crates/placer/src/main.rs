@@ -9,6 +9,7 @@
 //! Exit codes: 0 when every expectation holds, 1 when one does not (or a run could not
 //! complete), 2 on bad input (unreadable, malformed or invalid files, bad arguments).
 
+mod bench;
 mod output;
 mod serve;
 mod simulate;
@@ -34,6 +35,8 @@ enum Command {
     Validate(validate::Args),
     // No doc comment: it would replace the long help defined in `serve`.
     Serve(serve::ServeArgs),
+    /// Measure the engine: throughput, decision latency, scaling, optimized vs baseline.
+    Bench(bench::Args),
 }
 
 /// Outcome of a command, ordered by severity (the worst file decides the exit code).
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(status) => status.into(),

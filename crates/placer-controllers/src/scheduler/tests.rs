@@ -220,3 +220,41 @@ fn watch_events_of_other_kinds_are_ignored() {
     };
     assert!(cluster_event(ev).is_none());
 }
+
+#[test]
+fn a_preempted_pod_is_marked_then_deleted_with_a_preempted_event() {
+    let mut store = EmbeddedCluster::new();
+    let mut c = controller();
+    node(&mut store, "n1", "1");
+    create(
+        &mut store,
+        Kind::Pod,
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "low", "namespace": "default"},
+               "spec": {"nodeName": "n1", "priority": 1,
+                        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}),
+    );
+    create(
+        &mut store,
+        Kind::Pod,
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "high", "namespace": "default"},
+               "spec": {"priority": 100,
+                        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}}),
+    );
+    let seen = store.watch_since(0).last().map_or(0, |e| e.resource_version);
+    settle(&mut c, &mut store);
+    assert!(store.get(&ObjectRef::new(Kind::Pod, "default", "low")).is_none(), "the victim is deleted");
+    assert_eq!(node_of(&store, "high").as_deref(), Some("n1"), "the preemptor binds once it is gone");
+    // The victim carried DisruptionTarget before it went.
+    let marked = store.watch_since(seen).into_iter().any(|e| match e.object {
+        Object::Pod(p) if p.metadata.name.as_deref() == Some("low") => {
+            p.status.and_then(|s| s.conditions).unwrap_or_default().iter().any(|c| {
+                c.type_ == DISRUPTION_TARGET && c.reason.as_deref() == Some(REASON_PREEMPTION_BY_SCHEDULER)
+            })
+        }
+        _ => false,
+    });
+    assert!(marked, "DisruptionTarget=True (PreemptionByScheduler) on the victim");
+    let preempted: Vec<String> =
+        store.events().into_iter().filter(|e| e.reason == "Preempted").map(|e| e.note).collect();
+    assert_eq!(preempted, ["Preempted by pod default/high on node n1"]);
+}

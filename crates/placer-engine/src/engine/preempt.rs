@@ -30,8 +30,9 @@ pub(super) struct PreemptionState {
     /// Pending pods nominated to a node (pod -> node name): the engine's own nominations
     /// as soon as it makes them, and those read from `status.nominatedNodeName`.
     pub(super) nominations: BTreeMap<PodKey, String>,
-    /// Victims whose eviction was decided and whose deletion has not been observed yet.
-    pub(super) evicting: BTreeSet<PodKey>,
+    /// Victims whose eviction was decided and whose deletion has not been observed yet
+    /// (pod -> uid of the victim).
+    pub(super) evicting: BTreeMap<PodKey, String>,
 }
 
 impl PreemptionState {
@@ -59,6 +60,16 @@ impl PreemptionState {
         self.nominations.remove(key);
         self.evicting.remove(key);
     }
+}
+
+/// How a standalone pod's attempt went.
+pub(super) enum SingleAttempt {
+    /// Bind it there.
+    Fits(NodeId),
+    /// It fits nowhere now; evicting `plan.victims` makes room on `plan.node`.
+    Preempts { fit: FitError, plan: PreemptionPlan },
+    /// It fits nowhere, and preemption does not help (the FitError says why).
+    Unschedulable(FitError),
 }
 
 impl Engine {
@@ -103,13 +114,8 @@ impl Engine {
     }
 
     /// The single-pod cycle's filtering and PostFilter: the nominated node first, then every
-    /// node; on failure, per-pod preemption. `Ok(node)`: bind there. `Err((fit, plan))`: the
-    /// pod does not fit; with a plan, evict its victims and nominate it.
-    pub(super) fn find_node_for_single(
-        &mut self,
-        pod: &PodInfo,
-        obs: &mut dyn Observer,
-    ) -> Result<NodeId, (FitError, Option<PreemptionPlan>)> {
+    /// node; on failure, per-pod preemption.
+    pub(super) fn find_node_for_single(&mut self, pod: &PodInfo, obs: &mut dyn Observer) -> SingleAttempt {
         let priority = self.nomination_priority(pod);
         let mark = self.assume_nominated_pods(priority, |k| *k == pod.key);
         let nominated = self
@@ -122,12 +128,12 @@ impl Engine {
         if let Some(node) = nominated {
             if crate::schedule_one::filter_node(&self.fw, &self.snapshot, pod, node).is_success() {
                 self.snapshot.rollback(mark);
-                return Ok(node);
+                return SingleAttempt::Fits(node);
             }
         }
         let result = crate::schedule_one::find_node(&self.fw, &self.snapshot, pod, self.snapshot.node_ids());
         let result = match result {
-            Ok(node) => Ok(node),
+            Ok(node) => SingleAttempt::Fits(node),
             Err(mut fit) => {
                 let env = PreemptionEnv {
                     algo: &self.fw,
@@ -138,15 +144,15 @@ impl Engine {
                 };
                 let mut preemptor = PodPreemptor::new(env);
                 let nodes = self.snapshot.node_ids().to_vec();
-                let plan = match preemptor.preempt_pod(&mut self.snapshot, pod, &nodes, &fit) {
-                    Ok(plan) => Some(plan),
+                let attempt = match preemptor.preempt_pod(&mut self.snapshot, pod, &nodes, &fit) {
+                    Ok(plan) => SingleAttempt::Preempts { fit, plan },
                     Err(message) => {
                         fit.post_message = Some(message);
-                        None
+                        SingleAttempt::Unschedulable(fit)
                     }
                 };
                 obs.count(METRIC_PREEMPTION_ATTEMPTS, &[("kind", "pod")], preemptor.attempts);
-                Err((fit, plan))
+                attempt
             }
         };
         self.snapshot.rollback(mark);
@@ -228,7 +234,7 @@ impl Engine {
             _ => String::new(),
         };
         for v in victims {
-            self.preempt.evicting.insert(v.key.clone());
+            self.preempt.evicting.insert(v.key.clone(), v.uid.clone());
             out.push(Decision::Evict {
                 pod: v.key.clone(),
                 uid: v.uid.clone(),
@@ -258,5 +264,307 @@ impl Engine {
             out.push(Decision::Nominate { pod: key, node: None });
         }
         obs.observe(METRIC_PREEMPTION_VICTIMS, &[("kind", kind)], victims.len() as f64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Preemption through the engine facade: events in, decisions out, decisions carried
+    //! out as a store would (bindings confirmed, nominations written, victims deleted).
+
+    use super::*;
+    use crate::observer::NoopObserver;
+    use placer_api::gates::FeatureGates;
+    use placer_api::k8s::api::scheduling::v1::PriorityClass;
+    use serde_json::{json, Value};
+
+    fn node(name: &str, cpu: &str, labels: Value) -> ClusterEvent {
+        let n: Node = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": labels},
+            "status": {"allocatable": {"cpu": cpu, "pods": "32"}}
+        }))
+        .expect("node");
+        ClusterEvent::NodeUpserted(Arc::new(n))
+    }
+
+    /// A pod; `extra` is merged into its spec (`priority`, `nodeName`, `schedulingGroup`...).
+    fn pod(name: &str, cpu: &str, extra: Value) -> ClusterEvent {
+        let mut spec =
+            json!({"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]});
+        if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                s.insert(k.clone(), v.clone());
+            }
+        }
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+            "spec": spec
+        }))
+        .expect("pod");
+        ClusterEvent::PodUpserted(Arc::new(p))
+    }
+
+    fn pod_group(name: &str, spec: Value) -> ClusterEvent {
+        let pg: PodGroup =
+            serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default"}, "spec": spec}))
+                .expect("pod group");
+        ClusterEvent::PodGroupUpserted(Arc::new(pg))
+    }
+
+    fn priority_class(name: &str, value: i32, global_default: bool) -> ClusterEvent {
+        let pc: PriorityClass = serde_json::from_value(
+            json!({"metadata": {"name": name}, "value": value, "globalDefault": global_default}),
+        )
+        .expect("priority class");
+        ClusterEvent::PriorityClassUpserted(Arc::new(pc))
+    }
+
+    fn engine(gates: &[(&str, bool)]) -> Engine {
+        Engine::new(SchedulerConfig {
+            gates: FeatureGates::with_overrides(gates.iter().copied()).expect("known gates"),
+            pod_initial_backoff_ms: 0,
+            pod_max_backoff_ms: 0,
+            ..SchedulerConfig::default()
+        })
+    }
+
+    /// One scheduling round, its decisions carried out as the store would.
+    fn round(e: &mut Engine) -> Vec<Decision> {
+        let decisions = e.schedule(0, &mut NoopObserver);
+        for d in &decisions {
+            match d {
+                Decision::Bind { pod, node, .. } => {
+                    let mut p = (*e.pod(pod).expect("pod").pod).clone();
+                    p.spec.get_or_insert_with(Default::default).node_name = Some(node.clone());
+                    e.apply(ClusterEvent::PodUpserted(Arc::new(p)), 0);
+                }
+                Decision::Nominate { pod, node } => {
+                    if let Some(current) = e.pod(pod) {
+                        let mut p = (*current.pod).clone();
+                        p.status.get_or_insert_with(Default::default).nominated_node_name = node.clone();
+                        e.apply(ClusterEvent::PodUpserted(Arc::new(p)), 0);
+                    }
+                }
+                Decision::Evict { pod, .. } => e.apply(ClusterEvent::PodDeleted(pod.clone()), 0),
+                _ => {}
+            }
+        }
+        decisions
+    }
+
+    fn evicted(d: &[Decision]) -> Vec<String> {
+        d.iter()
+            .filter_map(|d| match d {
+                Decision::Evict { pod, .. } => Some(pod.name.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn bound(d: &[Decision]) -> Vec<(String, String)> {
+        d.iter()
+            .filter_map(|d| match d {
+                Decision::Bind { pod, node, .. } => Some((pod.name.clone(), node.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn nominated(d: &[Decision]) -> Vec<(String, Option<String>)> {
+        d.iter()
+            .filter_map(|d| match d {
+                Decision::Nominate { pod, node } => Some((pod.name.clone(), node.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn a_standalone_pod_evicts_nominates_and_binds_once_the_victim_is_gone() {
+        let mut e = engine(&[]);
+        for ev in [node("n1", "2", json!({})), pod("low", "2", json!({"priority": 1, "nodeName": "n1"}))] {
+            e.apply(ev, 0);
+        }
+        e.apply(pod("high", "2", json!({"priority": 100})), 0);
+        let d = round(&mut e);
+        assert_eq!(evicted(&d), s(&["low"]));
+        assert_eq!(nominated(&d), [("high".to_string(), Some("n1".to_string()))]);
+        assert!(d.iter().any(|d| matches!(d, Decision::Evict { message, .. }
+            if message == "Preempted by pod default/high on node n1")));
+        let d = round(&mut e);
+        assert_eq!(bound(&d), [("high".to_string(), "n1".to_string())]);
+    }
+
+    #[test]
+    fn the_nominated_room_is_kept_from_lower_priority_pods_only() {
+        let mut e = engine(&[]);
+        for ev in [node("n1", "2", json!({})), pod("low", "2", json!({"priority": 1, "nodeName": "n1"}))] {
+            e.apply(ev, 0);
+        }
+        e.apply(pod("high", "2", json!({"priority": 100})), 0);
+        // Evictions decided but not observed yet: the victim still holds the node.
+        let d = e.schedule(0, &mut NoopObserver);
+        assert_eq!(evicted(&d), s(&["low"]));
+        e.apply(ClusterEvent::PodDeleted(PodKey::new("default", "low")), 0);
+        // Before `high` retries, a pod of lower priority arrives: the room is not for it.
+        e.apply(pod("sneaky", "1", json!({"priority": 50})), 0);
+        let d = round(&mut e);
+        assert_eq!(bound(&d), [("high".to_string(), "n1".to_string())]);
+        assert!(d
+            .iter()
+            .any(|d| matches!(d, Decision::PodUnschedulable { pod, .. } if pod.name == "sneaky")));
+    }
+
+    #[test]
+    fn a_pod_that_never_preempts_just_fails() {
+        let mut e = engine(&[]);
+        for ev in [node("n1", "1", json!({})), pod("low", "1", json!({"priority": 1, "nodeName": "n1"}))] {
+            e.apply(ev, 0);
+        }
+        e.apply(pod("polite", "1", json!({"priority": 100, "preemptionPolicy": "Never"})), 0);
+        let d = round(&mut e);
+        assert!(evicted(&d).is_empty());
+        assert!(d.iter().any(|d| matches!(d, Decision::PodUnschedulable { message, .. }
+            if message == "0/1 nodes are available: 1 Insufficient cpu. not eligible due to preemptionPolicy=Never.")));
+    }
+
+    #[test]
+    fn workload_aware_preemption_evicts_nominates_marks_and_schedules_later() {
+        let mut e = engine(&[(GATE_WORKLOAD_AWARE_PREEMPTION, true)]);
+        e.apply(node("n1", "2", json!({})), 0);
+        e.apply(
+            pod_group(
+                "victim",
+                json!({"schedulingPolicy": {"basic": {}}, "priority": 1, "disruptionMode": "PodGroup"}),
+            ),
+            0,
+        );
+        for n in ["v1", "v2"] {
+            e.apply(
+                pod(
+                    n,
+                    "1",
+                    json!({"priority": 1, "nodeName": "n1", "schedulingGroup": {"podGroupName": "victim"}}),
+                ),
+                0,
+            );
+        }
+        e.apply(pod_group("pg", json!({"schedulingPolicy": {"gang": {"minCount": 1}}, "priority": 100})), 0);
+        e.apply(pod("p", "1", json!({"priority": 1, "schedulingGroup": {"podGroupName": "pg"}})), 0);
+        let d = round(&mut e);
+        assert_eq!(evicted(&d), s(&["v1", "v2"]), "the whole disruptionMode PodGroup unit goes");
+        assert!(d.iter().any(
+            |d| matches!(d, Decision::PodGroupDisruptionTarget { group, .. } if group.name == "victim")
+        ));
+        assert!(d.iter().any(
+            |d| matches!(d, Decision::Evict { message, .. } if message == "Preempted by podgroup default/pg")
+        ));
+        assert_eq!(nominated(&d), [("p".to_string(), Some("n1".to_string()))]);
+        assert!(d.iter().any(|d| matches!(d, Decision::PodGroupCondition { status: false, message, .. }
+            if message == MSG_WAITING_ON_PREEMPTION)));
+        let d = round(&mut e);
+        assert_eq!(bound(&d), [("p".to_string(), "n1".to_string())]);
+    }
+
+    #[test]
+    fn v1_36_refuses_workload_aware_preemption_for_constrained_groups() {
+        let mut e = engine(&[(GATE_WORKLOAD_AWARE_PREEMPTION, true)]);
+        e.apply(node("n1", "1", json!({"rack": "r1"})), 0);
+        e.apply(pod("low", "1", json!({"priority": 1, "nodeName": "n1"})), 0);
+        e.apply(
+            pod_group(
+                "pg",
+                json!({"schedulingPolicy": {"gang": {"minCount": 1}}, "priority": 100,
+                       "schedulingConstraints": {"topology": [{"key": "rack"}]}}),
+            ),
+            0,
+        );
+        e.apply(pod("p", "1", json!({"priority": 100, "schedulingGroup": {"podGroupName": "pg"}})), 0);
+        let d = round(&mut e);
+        assert!(evicted(&d).is_empty());
+        assert!(d.iter().any(|d| matches!(d, Decision::PodGroupCondition { status: false, message, .. }
+            if message.ends_with(MSG_CONSTRAINED_UNSUPPORTED))));
+    }
+
+    #[test]
+    fn with_the_placer_gate_constrained_groups_preempt_inside_one_domain() {
+        let mut e = engine(&[
+            (GATE_WORKLOAD_AWARE_PREEMPTION, true),
+            (GATE_TOPOLOGY_AWARE_WORKLOAD_PREEMPTION, true),
+        ]);
+        for ev in [
+            node("a", "1", json!({"rack": "r1"})),
+            node("b", "1", json!({"rack": "r1"})),
+            node("c", "2", json!({"rack": "r2"})),
+            pod("r1-low", "1", json!({"priority": 1, "nodeName": "a"})),
+            pod("r2-mid", "2", json!({"priority": 50, "nodeName": "c"})),
+        ] {
+            e.apply(ev, 0);
+        }
+        e.apply(
+            pod_group(
+                "pg",
+                json!({"schedulingPolicy": {"gang": {"minCount": 2}}, "priority": 100,
+                       "schedulingConstraints": {"topology": [{"key": "rack"}]}}),
+            ),
+            0,
+        );
+        for n in ["p1", "p2"] {
+            e.apply(pod(n, "1", json!({"priority": 100, "schedulingGroup": {"podGroupName": "pg"}})), 0);
+        }
+        let d = round(&mut e);
+        assert_eq!(evicted(&d), s(&["r1-low"]), "r1 needs one priority-1 victim, r2 a priority-50 one");
+        let d = round(&mut e);
+        let mut b = bound(&d);
+        b.sort();
+        assert_eq!(b, [("p1".to_string(), "a".to_string()), ("p2".to_string(), "b".to_string())]);
+    }
+
+    #[test]
+    fn without_workload_aware_preemption_members_preempt_pod_by_pod() {
+        // Scenario 036 in small: the gang needs the blocker's room and waits for it.
+        let mut e = engine(&[]);
+        e.apply(node("n1", "2", json!({})), 0);
+        e.apply(pod("blocker", "1", json!({"priority": 10, "nodeName": "n1"})), 0);
+        e.apply(pod_group("pg", json!({"schedulingPolicy": {"gang": {"minCount": 2}}})), 0);
+        for n in ["p1", "p2"] {
+            e.apply(pod(n, "1", json!({"priority": 100, "schedulingGroup": {"podGroupName": "pg"}})), 0);
+        }
+        let d = round(&mut e);
+        assert_eq!(evicted(&d), s(&["blocker"]));
+        assert_eq!(nominated(&d).len(), 2);
+        assert!(bound(&d).is_empty(), "a group that needed preemption waits");
+        let d = round(&mut e);
+        assert_eq!(bound(&d).len(), 2);
+    }
+
+    #[test]
+    fn the_lowest_global_default_priority_class_wins_for_pods_and_groups() {
+        let mut e = engine(&[]);
+        e.apply(priority_class("b-default", 5, true), 0);
+        e.apply(priority_class("a-default", 7, true), 0);
+        e.apply(pod("p", "1", json!({})), 0);
+        e.apply(pod_group("pg", json!({"schedulingPolicy": {"basic": {}}})), 0);
+        assert_eq!(e.pod(&PodKey::new("default", "p")).map(|p| p.priority), Some(5));
+        let g = e.groups().info(&GroupKey::new("default", "pg")).and_then(|g| g.priority);
+        assert_eq!(g, Some(5));
+    }
+
+    #[test]
+    fn a_priority_class_arriving_later_reaches_bound_pods_too() {
+        let mut e = engine(&[]);
+        e.apply(node("n1", "1", json!({})), 0);
+        e.apply(pod("running", "1", json!({"priorityClassName": "high", "nodeName": "n1"})), 0);
+        e.apply(priority_class("high", 1000, false), 0);
+        let id = e.snapshot().node_id("n1").expect("node");
+        let counted = e.snapshot().node(id).pods.iter().find(|p| p.key.name == "running").map(|p| p.priority);
+        assert_eq!(counted, Some(1000), "a victim's priority is what preemption compares");
+        e.apply(pod("p", "1", json!({"priority": 500})), 0);
+        let d = round(&mut e);
+        assert!(evicted(&d).is_empty());
     }
 }

@@ -113,7 +113,8 @@ fn single_pod_binds_and_holds_capacity_until_confirmed() {
     assert_eq!(binds(&d), [("a".to_string(), "n1".to_string())]);
     assert!(e.is_assumed(&key("a")));
     assert!(d.iter().any(|x| matches!(x, Decision::PodUnschedulable { pod, message, .. }
-        if pod.name == "b" && message == "0/1 nodes are available: 1 Insufficient cpu.")));
+        if pod.name == "b" && message == "0/1 nodes are available: 1 Insufficient cpu. \
+            preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")));
     confirm(&mut e, &d);
     assert!(!e.is_assumed(&key("a")));
     assert_eq!(e.snapshot().node(e.snapshot().node_id("n1").unwrap()).requested.cpu, 2000);

@@ -72,8 +72,9 @@ pub struct PreemptionEnv<'a> {
     pub pdbs: &'a BTreeMap<PodKey, Arc<PodDisruptionBudget>>,
     /// Every pod the engine knows (for PDB health counts).
     pub pods: &'a FxHashMap<PodKey, Arc<PodInfo>>,
-    /// Victims already being evicted (deletion requested, not yet observed).
-    pub evicting: &'a BTreeSet<PodKey>,
+    /// Victims already being evicted (deletion requested, not yet observed), with the uid
+    /// of the pod the eviction was meant for.
+    pub evicting: &'a BTreeMap<PodKey, String>,
 }
 
 impl PreemptionEnv<'_> {
@@ -87,7 +88,7 @@ impl PreemptionEnv<'_> {
 
     /// The pod is on its way out (being deleted, or evicted by an earlier decision).
     pub fn is_terminating(&self, pod: &PodInfo) -> bool {
-        pod.deleting || self.evicting.contains(&pod.key)
+        pod.deleting || self.evicting.get(&pod.key) == Some(&pod.uid)
     }
 
     /// The priority a pod has as a workload: its PodGroup's if it belongs to one, else its

@@ -1,6 +1,6 @@
 //! Preemption as the SEMANTICS describe it, on small clusters with the real pod filters.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use placer_api::k8s::api::core::v1::{Node, Pod};
@@ -92,7 +92,7 @@ struct World {
     groups: GroupIndex,
     pdbs: BTreeMap<PodKey, Arc<PodDisruptionBudget>>,
     pods: FxHashMap<PodKey, Arc<PodInfo>>,
-    evicting: BTreeSet<PodKey>,
+    evicting: BTreeMap<PodKey, String>,
     fw: Framework,
     feasible: Vec<Box<dyn PlacementFeasible>>,
 }
@@ -108,7 +108,7 @@ impl World {
             groups: GroupIndex::new(),
             pdbs: BTreeMap::new(),
             pods: FxHashMap::default(),
-            evicting: BTreeSet::new(),
+            evicting: BTreeMap::new(),
             fw: Framework::new(&SchedulerConfig::default()),
             feasible: vec![Box::new(GangScheduling)],
         }
@@ -171,7 +171,7 @@ impl World {
         &mut self,
         group: Arc<PodGroupInfo>,
         pods: Vec<Arc<PodInfo>>,
-    ) -> Result<(Vec<String>, Vec<(String, String)>), String> {
+    ) -> Result<(Vec<String>, Nominations), String> {
         let cycle = cycle(group, pods);
         let nodes = self.snap.node_ids().to_vec();
         let before = requested_cpu(&self.snap);
@@ -192,6 +192,9 @@ impl World {
         })
     }
 }
+
+/// (member, node) pairs, by name.
+type Nominations = Vec<(String, String)>;
 
 fn cycle(group: Arc<PodGroupInfo>, pods: Vec<Arc<PodInfo>>) -> GroupCycle {
     GroupCycle::new(group, true, pods.into_iter().enumerate().map(|(i, p)| (i as u64, p)).collect(), vec![])
@@ -321,7 +324,7 @@ fn importance_is_priority_then_groups_then_size_then_start() {
         nodes: vec![n; size],
         earliest_start: victims::StartTime(None),
     };
-    let mut units = vec![
+    let mut units = [
         single("s-low", 1),
         unit("g-small", 5, 1),
         single("s-b", 5),

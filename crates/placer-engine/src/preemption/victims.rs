@@ -141,9 +141,9 @@ pub fn workload_units(
                 group_key.as_ref().and_then(|k| groups.info(k)).filter(|info| info.disrupt_together);
             match (group_key, together) {
                 (Some(key), Some(info)) => {
-                    if !grouped.contains_key(&key) {
-                        let unit = group_unit(snap, groups, &key, info.priority.unwrap_or(0));
-                        grouped.insert(key, unit);
+                    if let std::collections::btree_map::Entry::Vacant(slot) = grouped.entry(key) {
+                        let unit = group_unit(snap, groups, slot.key(), info.priority.unwrap_or(0));
+                        slot.insert(unit);
                     }
                 }
                 _ => singles.push(VictimUnit::single(pod.clone(), id)),

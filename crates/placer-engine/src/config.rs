@@ -19,6 +19,9 @@ pub struct SchedulerConfig {
     pub plugin_weights: BTreeMap<String, i64>,
     /// `percentageOfPlacementsToScore`: `None` = the adaptive default of seed 000.
     pub percentage_of_placements_to_score: Option<u32>,
+    /// `percentageOfNodesToScore` for single pods: `None` = kube-scheduler's adaptive
+    /// default (every node below 100 nodes, `50 - nodes/125` percent, at least 5%).
+    pub percentage_of_nodes_to_score: Option<u32>,
     /// Pod-level NodeResourcesFit scoring strategy.
     pub node_resources_fit_strategy: ScoringStrategy,
     /// Placement-level NodeResourcesFit scoring strategy (`placementScoringStrategy`).
@@ -85,6 +88,7 @@ impl Default for SchedulerConfig {
             topology_levels: Vec::new(),
             plugin_weights: BTreeMap::new(),
             percentage_of_placements_to_score: None,
+            percentage_of_nodes_to_score: None,
             node_resources_fit_strategy: ScoringStrategy::least_allocated(),
             placement_scoring_strategy: ScoringStrategy::most_allocated(),
             pod_initial_backoff_ms: 1_000,

@@ -121,6 +121,9 @@ pub struct Engine {
     /// Decisions produced while applying events (e.g. unreadable pods), returned by the next
     /// [`Engine::schedule`].
     pending: Vec<Decision>,
+    /// Where the next single pod's sampled node search starts (kube-scheduler's
+    /// `nextStartNodeIndex`), so consecutive pods spread their search over the cluster.
+    next_start_node_index: usize,
     /// Objects that could not be read (node names and messages), for the caller to log.
     ingest_errors: Vec<String>,
     /// `topologyLevels` mode (seed 002): domain-tree cache and PodSet groups.
@@ -157,6 +160,7 @@ impl Engine {
             pdbs: BTreeMap::new(),
             assumed: FxHashMap::default(),
             pending: Vec::new(),
+            next_start_node_index: 0,
             ingest_errors: Vec::new(),
             tas: tas_unit::TasState::new(&config),
             preempt: preempt::PreemptionState::default(),

@@ -3,8 +3,9 @@
 //!
 //! * Filters run in the framework's order and stop at the first rejection; that plugin's
 //!   reasons are the node's reasons.
-//! * Every node given is examined (no `percentageOfNodesToScore` sampling): callers pass
-//!   the nodes of a placement, or all nodes.
+//! * [`find_node`] examines every node given (callers pass the nodes of a placement);
+//!   [`find_node_sampled`] is kube-scheduler's `percentageOfNodesToScore` search for single
+//!   pods: round-robin from a rotating start, stopping at enough feasible nodes.
 //! * The best node has the highest weighted total; ties go to the first node in the order
 //!   given (callers pass nodes sorted by name), so results are deterministic.
 //! * State is computed from the snapshot on every call, so pods assumed earlier in the same
@@ -129,6 +130,87 @@ pub fn feasible_prepared(
     } else {
         Ok(feasible)
     }
+}
+
+/// kube-scheduler's `minFeasibleNodesToFind`: below this many nodes every node is examined.
+pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
+/// kube-scheduler's `minFeasibleNodesPercentageToFind`: the adaptive percentage never goes
+/// below this.
+pub const MIN_FEASIBLE_NODES_PERCENTAGE: usize = 5;
+
+/// How many feasible nodes a single pod's search stops at (kube-scheduler's
+/// `numFeasibleNodesToFind`): every node below 100 nodes; otherwise `configured` percent, or
+/// the adaptive default `50 - nodes/125` (at least 5%), and never fewer than 100 nodes.
+pub fn num_feasible_nodes_to_find(configured: Option<u32>, num_nodes: usize) -> usize {
+    if num_nodes < MIN_FEASIBLE_NODES_TO_FIND {
+        return num_nodes;
+    }
+    let percentage = match configured {
+        Some(p) if p >= 100 => return num_nodes,
+        Some(p) if p > 0 => p as usize,
+        _ => (50usize.saturating_sub(num_nodes / 125)).max(MIN_FEASIBLE_NODES_PERCENTAGE),
+    };
+    (num_nodes * percentage / 100).max(MIN_FEASIBLE_NODES_TO_FIND).min(num_nodes)
+}
+
+/// [`find_node`] with kube-scheduler's sampling: filters `nodes` round-robin from
+/// `start`, stops once `to_find` nodes are feasible, scores only those. Returns the choice
+/// and how many nodes were examined (the caller advances its start index by that, as
+/// kube-scheduler's `nextStartNodeIndex`). When no node is feasible every node has been
+/// examined, so the FitError (and its preemptable nodes) covers them all.
+pub fn find_node_sampled(
+    fw: &Framework,
+    snap: &Snapshot,
+    pod: &PodInfo,
+    nodes: &[NodeId],
+    start: usize,
+    to_find: usize,
+) -> (Result<NodeId, FitError>, usize) {
+    let n = nodes.len();
+    if n == 0 || to_find >= n {
+        return (find_node(fw, snap, pod, nodes), n);
+    }
+    let mut state = match prepare(fw, snap, pod) {
+        Ok(s) => s,
+        Err(r) => return (Err(prefilter_fit_error(&r, n)), n),
+    };
+    let start = start % n;
+    let mut feasible = Vec::with_capacity(to_find);
+    let mut err: Option<FitError> = None;
+    let mut examined = 0;
+    for k in 0..n {
+        let id = nodes[(start + k) % n];
+        examined += 1;
+        match filter_prepared(fw, &state, snap, id) {
+            Ok(()) => {
+                feasible.push(id);
+                if feasible.len() >= to_find {
+                    break;
+                }
+            }
+            Err(r) => {
+                let err = err.get_or_insert_with(|| FitError { num_nodes: n, ..FitError::default() });
+                for reason in &r.reasons {
+                    err.add(reason);
+                }
+                if r.code == Code::Unschedulable {
+                    err.preemptable_nodes.push(id);
+                }
+            }
+        }
+    }
+    if feasible.is_empty() {
+        let mut err = err.unwrap_or(FitError { num_nodes: n, ..FitError::default() });
+        err.preemptable_nodes.sort();
+        return (Err(err), examined);
+    }
+    // Score in name order so ties still go to the smallest node name.
+    feasible.sort();
+    if let [only] = feasible.as_slice() {
+        return (Ok(*only), examined);
+    }
+    let totals = score_prepared(fw, &mut state, snap, &feasible);
+    (Ok(feasible[best_index(&totals)]), examined)
 }
 
 /// The FitError of a pod rejected by a PreFilter plugin: every node shares its message.
@@ -331,6 +413,30 @@ mod tests {
         let snap = snapshot_with(vec![node("a").pods(1).build()], vec![pod("old").on("a").build()]);
         let st = filter_node(&fw(), &snap, &pod("p").build(), snap.node_ids()[0]);
         assert_eq!((st.code, st.reasons), (Code::Unschedulable, vec!["Too many pods".to_string()]));
+    }
+
+    #[test]
+    fn feasible_nodes_to_find_follows_kube_scheduler() {
+        assert_eq!(num_feasible_nodes_to_find(None, 50), 50);
+        assert_eq!(num_feasible_nodes_to_find(None, 1000), 420);
+        assert_eq!(num_feasible_nodes_to_find(None, 5000), 500);
+        assert_eq!(num_feasible_nodes_to_find(None, 50_000), 2500);
+        assert_eq!(num_feasible_nodes_to_find(Some(100), 5000), 5000);
+        assert_eq!(num_feasible_nodes_to_find(Some(1), 5000), 100);
+    }
+
+    #[test]
+    fn sampled_search_stops_early_and_reports_what_it_examined() {
+        let nodes: Vec<_> = (0..10).map(|i| node(&format!("n{i}")).cpu("4").mem("8Gi").build()).collect();
+        let snap = snapshot_with(nodes, vec![]);
+        let p = pod("p").cpu("1").mem("1Gi").build();
+        let ids = snap.node_ids().to_vec();
+        let (chosen, examined) = find_node_sampled(&fw(), &snap, &p, &ids, 7, 2);
+        assert_eq!(examined, 2);
+        assert!(chosen.is_ok());
+        let (all, examined) = find_node_sampled(&fw(), &snap, &pod("big").cpu("9").build(), &ids, 3, 2);
+        assert_eq!(examined, 10, "an unschedulable pod is checked against every node");
+        assert_eq!(all.unwrap_err().num_nodes, 10);
     }
 
     #[test]

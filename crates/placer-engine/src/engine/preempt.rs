@@ -131,7 +131,20 @@ impl Engine {
                 return SingleAttempt::Fits(node);
             }
         }
-        let result = crate::schedule_one::find_node(&self.fw, &self.snapshot, pod, self.snapshot.node_ids());
+        let nodes = self.snapshot.node_ids();
+        let to_find =
+            crate::schedule_one::num_feasible_nodes_to_find(self.config.percentage_of_nodes_to_score, nodes.len());
+        let (result, examined) = crate::schedule_one::find_node_sampled(
+            &self.fw,
+            &self.snapshot,
+            pod,
+            nodes,
+            self.next_start_node_index,
+            to_find,
+        );
+        if !nodes.is_empty() {
+            self.next_start_node_index = (self.next_start_node_index + examined) % nodes.len();
+        }
         let result = match result {
             Ok(node) => SingleAttempt::Fits(node),
             Err(mut fit) => {

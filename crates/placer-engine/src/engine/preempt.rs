@@ -132,8 +132,10 @@ impl Engine {
             }
         }
         let nodes = self.snapshot.node_ids();
-        let to_find =
-            crate::schedule_one::num_feasible_nodes_to_find(self.config.percentage_of_nodes_to_score, nodes.len());
+        let to_find = crate::schedule_one::num_feasible_nodes_to_find(
+            self.config.percentage_of_nodes_to_score,
+            nodes.len(),
+        );
         let (result, examined) = crate::schedule_one::find_node_sampled(
             &self.fw,
             &self.snapshot,

@@ -216,6 +216,8 @@ pub fn render_text(report: &BenchReport) -> String {
                     format!("{} pods", thousands(r.pods as f64))
                 },
                 format!("{:.1}%", r.placed_share * 100.0),
+                fixed(r.schedule_seconds, 2),
+                fixed(r.apply_seconds, 2),
                 thousands(r.pods_per_second),
                 fixed(r.latency.p50_ms, 2),
                 fixed(r.latency.p90_ms, 2),
@@ -238,6 +240,8 @@ pub fn render_text(report: &BenchReport) -> String {
             "topology",
             "groups x pods",
             "placed",
+            "sched s",
+            "apply s",
             "pods/s",
             "p50 ms",
             "p90 ms",
@@ -247,7 +251,7 @@ pub fn render_text(report: &BenchReport) -> String {
             "mem nodes",
             "peak mem",
         ],
-        &[L, L, R, L, R, R, R, R, R, R, R, R, R, R],
+        &[L, L, R, L, R, R, R, R, R, R, R, R, R, R, R, R],
         &rows,
     ));
 
@@ -342,6 +346,7 @@ mod tests {
             placed_share: 1.0,
             decisions,
             schedule_seconds: seconds,
+            apply_seconds: 0.0,
             pods_per_second: (decisions * 10) as f64 / seconds,
             latency: LatencySummary::default(),
             latency_source: "schedule call".to_string(),

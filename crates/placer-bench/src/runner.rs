@@ -48,6 +48,10 @@ pub struct WorkloadResult {
     pub decisions: u64,
     /// Wall time spent inside `Engine::schedule`.
     pub schedule_seconds: f64,
+    /// Wall time spent inside `Engine::apply` for the workload's pods and PodGroups
+    /// (submissions, binding confirmations, deletions; nodes excluded): the cost of the
+    /// watch events a real scheduler handles besides its cycles.
+    pub apply_seconds: f64,
     /// `bound_pods / schedule_seconds`.
     pub pods_per_second: f64,
     /// Decision latency.
@@ -146,6 +150,7 @@ struct Driver {
     newly_placed: Vec<u32>,
     bound_pods: u64,
     schedule_time: Duration,
+    apply_time: Duration,
     call_seconds: Vec<f64>,
     digest: Fnv,
 }
@@ -160,9 +165,17 @@ impl Driver {
             newly_placed: Vec::new(),
             bound_pods: 0,
             schedule_time: Duration::ZERO,
+            apply_time: Duration::ZERO,
             call_seconds: Vec::new(),
             digest: Fnv::new(),
         }
+    }
+
+    /// `Engine::apply`, timed.
+    fn apply(&mut self, event: ClusterEvent, now_ms: u64) {
+        let start = Instant::now();
+        self.engine.apply(event, now_ms);
+        self.apply_time += start.elapsed();
     }
 
     /// Applies a PodGroup and its pods; returns the group's index.
@@ -170,12 +183,12 @@ impl Driver {
         let idx = u32::try_from(self.groups.len()).unwrap_or(NO_GROUP - 1);
         self.groups.push(GroupState { size: g.size, bound: 0, placed_at: None });
         let pg = objects::pod_group(&g.name, g.size, g.ask);
-        self.engine.apply(ClusterEvent::PodGroupUpserted(Arc::new(pg)), now_ms);
+        self.apply(ClusterEvent::PodGroupUpserted(Arc::new(pg)), now_ms);
         for i in 0..g.size {
             let name = g.pod_name(i);
             let pod = Arc::new(objects::pod(&name, Some(&g.name), g.pod));
             self.pending.insert(PodKey::new(NAMESPACE, name), (pod.clone(), idx));
-            self.engine.apply(ClusterEvent::PodUpserted(pod), now_ms);
+            self.apply(ClusterEvent::PodUpserted(pod), now_ms);
         }
         idx
     }
@@ -183,7 +196,7 @@ impl Driver {
     fn submit_pod(&mut self, name: &str, shape: objects::PodShape, now_ms: u64) {
         let pod = Arc::new(objects::pod(name, None, shape));
         self.pending.insert(PodKey::new(NAMESPACE, name), (pod.clone(), NO_GROUP));
-        self.engine.apply(ClusterEvent::PodUpserted(pod), now_ms);
+        self.apply(ClusterEvent::PodUpserted(pod), now_ms);
     }
 
     /// Deletes a group's pods and the PodGroup (the group finished).
@@ -191,9 +204,9 @@ impl Driver {
         for i in 0..g.size {
             let key = PodKey::new(NAMESPACE, g.pod_name(i));
             self.pending.remove(&key);
-            self.engine.apply(ClusterEvent::PodDeleted(key), now_ms);
+            self.apply(ClusterEvent::PodDeleted(key), now_ms);
         }
-        self.engine.apply(ClusterEvent::PodGroupDeleted(GroupKey::new(NAMESPACE, g.name.clone())), now_ms);
+        self.apply(ClusterEvent::PodGroupDeleted(GroupKey::new(NAMESPACE, g.name.clone())), now_ms);
     }
 
     /// One timed `schedule` call, then the bindings fed back (untimed).
@@ -220,7 +233,7 @@ impl Driver {
                 }
             }
             let bound = objects::bound(&obj, &node);
-            self.engine.apply(ClusterEvent::PodUpserted(Arc::new(bound)), now_ms);
+            self.apply(ClusterEvent::PodUpserted(Arc::new(bound)), now_ms);
         }
         took
     }
@@ -292,6 +305,7 @@ pub fn run_workload(w: &Workload, search: PlacementSearch, progress: &ProgressBa
         placed_share: if denominator == 0 { 0.0 } else { placed as f64 / denominator as f64 },
         decisions,
         schedule_seconds,
+        apply_seconds: d.apply_time.as_secs_f64(),
         pods_per_second: if schedule_seconds > 0.0 { d.bound_pods as f64 / schedule_seconds } else { 0.0 },
         latency: LatencySummary::from_seconds(&latency_seconds),
         latency_source: latency_source.to_string(),

@@ -42,8 +42,9 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     let report = run_suite(&options)?;
     let mut out = std::io::stdout().lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
+        // Rendered first, so a closed pipe surfaces as an io::Error (main treats it as done).
+        let json = serde_json::to_string_pretty(&report)?;
+        writeln!(out, "{json}")?;
     } else {
         out.write_all(render_text(&report).as_bytes())?;
     }

@@ -671,14 +671,16 @@ pub fn schedule_pod_group(
     obs.count(METRIC_PLACEMENT_TOTAL, &[], placements.len() as u64);
     let key = cycle.group.topology_key.clone().unwrap_or_default();
 
-    // Pre-filter by aggregate capacity (also aggregates for scoring).
+    // Pre-filter by aggregate capacity (also aggregates for scoring). The baseline search
+    // (plain KEP-5732, for benchmarks) computes the aggregates but rejects nothing early.
+    let baseline = ctx.config.placement_search == crate::config::PlacementSearch::Baseline;
     let demand = Demand::new(cycle);
     let mut aggregates: Vec<PlacementAggregate> = Vec::with_capacity(placements.len());
     let mut prefilter_fail: Vec<Option<String>> = Vec::with_capacity(placements.len());
     for p in &placements {
         let (agg, res) = prefilter(snap, &p.nodes, &demand);
         aggregates.push(agg);
-        prefilter_fail.push(res.err());
+        prefilter_fail.push(if baseline { None } else { res.err() });
     }
 
     // Order: name order, the placement with the most nominated members first.
@@ -704,7 +706,7 @@ pub fn schedule_pod_group(
 
     // Phase 2 and 3, first by counting where that is exact, then (if the winner's
     // simulation disagrees with its count) by simulating every placement.
-    let counting = crate::podgroup::is_uniform_node_local(cycle);
+    let counting = !baseline && crate::podgroup::is_uniform_node_local(cycle);
     for use_counting in [counting, false] {
         let evaluated = evaluate_placements(ctx, snap, cycle, &plan, use_counting, obs);
         if let Some(first) = evaluated.first() {
@@ -1231,6 +1233,30 @@ mod tests {
         };
         let out = run(&mut snap, &c, &config);
         assert_eq!(chosen_racks(&snap, &out), ["b"]);
+    }
+
+    #[test]
+    fn baseline_search_reaches_the_same_decision_without_shortcuts() {
+        let racks = [("n1", 2000, "r1"), ("n2", 1000, "r2"), ("n3", 2000, "r3"), ("n4", 2000, "r3")];
+        let baseline = SchedulerConfig {
+            placement_search: crate::config::PlacementSearch::Baseline,
+            ..SchedulerConfig::default()
+        };
+        for (pods, min) in [(2, 2), (3, 3), (4, 4)] {
+            let c = gang_cycle(pods, 1000, min);
+            let (mut a, mut b) = (snap_of(&racks), snap_of(&racks));
+            let optimized = run(&mut a, &c, &SchedulerConfig::default());
+            let plain = run(&mut b, &c, &baseline);
+            assert_eq!(format!("{optimized:?}"), format!("{plain:?}"), "{pods} pods");
+        }
+        // Infeasible everywhere: both fail; the baseline, having simulated, also names the
+        // best placement it tried.
+        let c = gang_cycle(5, 1000, 5);
+        assert!(matches!(run(&mut snap_of(&racks), &c, &baseline), GroupOutcome::Unschedulable { .. }));
+        assert!(matches!(
+            run(&mut snap_of(&racks), &c, &SchedulerConfig::default()),
+            GroupOutcome::Unschedulable { .. }
+        ));
     }
 
     #[test]

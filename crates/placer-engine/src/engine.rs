@@ -692,6 +692,42 @@ impl Engine {
         entry.condition = Some(new);
     }
 
+    /// Takes `first` and every other queued, ungated member of `groups` out of the queue
+    /// (kube's PopSpecificPod), dropping pods being deleted or already assumed. `None` when
+    /// nothing is left to schedule, or when the members name different schedulers (then
+    /// each fails with kube-scheduler's error).
+    pub(super) fn gather_members(
+        &mut self,
+        first: QueuedPod,
+        groups: &[GroupKey],
+        now_ms: u64,
+        obs: &mut dyn Observer,
+        out: &mut Vec<Decision>,
+    ) -> Option<Vec<QueuedPod>> {
+        let mut members = vec![first];
+        for g in groups {
+            for key in self.queue.group_members(g) {
+                if let Some(q) = self.queue.take_ungated(&key) {
+                    members.push(q);
+                }
+            }
+        }
+        members.retain(|m| !m.pod.deleting && !self.assumed.contains_key(&m.pod.key));
+        let first_name = members.first()?.pod.scheduler_name.clone();
+        if let Some(other) = members.iter().find(|m| m.pod.scheduler_name != first_name) {
+            let message = format!(
+                "all pods in a single pod group should have the same .spec.schedulerName set, got: {:?} and {:?}",
+                first_name, other.pod.scheduler_name
+            );
+            obs.count(METRIC_PODGROUP_ATTEMPTS, &[("result", "error")], 1);
+            for m in members {
+                self.fail(m, REASON_SCHEDULER_ERROR, message.clone(), false, now_ms, out);
+            }
+            return None;
+        }
+        Some(members)
+    }
+
     fn schedule_group(
         &mut self,
         first: QueuedPod,
@@ -710,31 +746,10 @@ impl Engine {
         };
         let timer = obs.start_timer();
 
-        // Gather the other queued members (kube's PopSpecificPod); drop deleting / assumed.
-        let mut members = vec![first];
-        for key in self.queue.group_members(&group_key) {
-            if let Some(q) = self.queue.take_ungated(&key) {
-                members.push(q);
-            }
-        }
-        members.retain(|m| !m.pod.deleting && !self.assumed.contains_key(&m.pod.key));
-        if members.is_empty() {
+        let Some(members) = self.gather_members(first, std::slice::from_ref(&group_key), now_ms, obs, out)
+        else {
             return;
-        }
-
-        // All members must share one scheduler name.
-        let first_name = members[0].pod.scheduler_name.clone();
-        if let Some(other) = members.iter().find(|m| m.pod.scheduler_name != first_name) {
-            let message = format!(
-                "all pods in a single pod group should have the same .spec.schedulerName set, got: {:?} and {:?}",
-                first_name, other.pod.scheduler_name
-            );
-            obs.count(METRIC_PODGROUP_ATTEMPTS, &[("result", "error")], 1);
-            for m in members {
-                self.fail(m, REASON_SCHEDULER_ERROR, message.clone(), false, now_ms, out);
-            }
-            return;
-        }
+        };
 
         let scheduled: Vec<(PodKey, Option<NodeId>)> = self
             .groups

@@ -161,30 +161,9 @@ impl Engine {
         let (unit, _) = self.tas.unit_of(&group_key);
 
         // Gather the queued members of every PodGroup of the unit.
-        let mut pods = vec![first];
-        for g in &unit {
-            for key in self.queue.group_members(g) {
-                if let Some(q) = self.queue.take_ungated(&key) {
-                    pods.push(q);
-                }
-            }
-        }
-        pods.retain(|m| !m.pod.deleting && !self.assumed.contains_key(&m.pod.key));
-        if pods.is_empty() {
+        let Some(pods) = self.gather_members(first, &unit, now_ms, obs, out) else {
             return;
-        }
-        let first_name = pods[0].pod.scheduler_name.clone();
-        if let Some(other) = pods.iter().find(|m| m.pod.scheduler_name != first_name) {
-            let message = format!(
-                "all pods in a single pod group should have the same .spec.schedulerName set, got: {:?} and {:?}",
-                first_name, other.pod.scheduler_name
-            );
-            obs.count(METRIC_PODGROUP_ATTEMPTS, &[("result", "error")], 1);
-            for m in pods {
-                self.fail(m, REASON_SCHEDULER_ERROR, message.clone(), false, now_ms, out);
-            }
-            return;
-        }
+        };
 
         let mut cycles: Vec<GroupCycle> = Vec::with_capacity(unit.len());
         let mut keys: Vec<GroupKey> = Vec::with_capacity(unit.len());

@@ -235,6 +235,10 @@ pub enum Recipe {
     ThreeLevel,
     SinglePods,
     Churn,
+    /// The engine issue's pod-level figure: 5,000 nodes, 10,000 single pods.
+    EngineSinglePods,
+    /// The engine issue's group figure: 5,000 nodes, 1,000 gangs of 16 pods, no topology.
+    EngineGangs,
     /// `b`'s shape at this many nodes.
     Scaling {
         nodes: u32,
@@ -262,8 +266,15 @@ pub fn short_count(n: u32) -> String {
 impl Recipe {
     /// Every workload of a full run, in run order (scaling last).
     pub fn all(quick: bool) -> Vec<Recipe> {
-        let mut v =
-            vec![Recipe::Upstream, Recipe::MixedGangs, Recipe::ThreeLevel, Recipe::SinglePods, Recipe::Churn];
+        let mut v = vec![
+            Recipe::Upstream,
+            Recipe::MixedGangs,
+            Recipe::ThreeLevel,
+            Recipe::SinglePods,
+            Recipe::Churn,
+            Recipe::EngineSinglePods,
+            Recipe::EngineGangs,
+        ];
         v.extend(scaling_points(quick).into_iter().map(|nodes| Recipe::Scaling { nodes }));
         v
     }
@@ -276,6 +287,8 @@ impl Recipe {
             Recipe::ThreeLevel => "c-three-level".to_string(),
             Recipe::SinglePods => "d-single-pods".to_string(),
             Recipe::Churn => "e-churn".to_string(),
+            Recipe::EngineSinglePods => "f-single-10k".to_string(),
+            Recipe::EngineGangs => "g-gangs-16".to_string(),
             Recipe::Scaling { nodes } => format!("scaling-{}", short_count(*nodes)),
         }
     }
@@ -302,6 +315,8 @@ impl Recipe {
             Recipe::ThreeLevel => three_level(quick),
             Recipe::SinglePods => single_pods(quick),
             Recipe::Churn => churn(quick),
+            Recipe::EngineSinglePods => engine_single_pods(quick),
+            Recipe::EngineGangs => engine_gangs(quick),
             Recipe::Scaling { nodes } => {
                 mixed_gangs(self.id(), "b's gang mix at this size, to 30% of GPUs", nodes, 0.3, 0x5CA1E)
             }
@@ -414,6 +429,44 @@ pub fn single_pods(quick: bool) -> Workload {
         id: Recipe::SinglePods.id(),
         title: "single pods, no group".to_string(),
         cluster,
+        topology_levels: Vec::new(),
+        plan: Plan::Batch(items),
+    }
+}
+
+/// (f) 5,000 nodes, 10,000 single pods of one CPU-only shape (the engine issue's
+/// pod-level throughput figure).
+pub fn engine_single_pods(quick: bool) -> Workload {
+    let (nodes, pods) = if quick { (500u32, 1_000u32) } else { (5_000, 10_000) };
+    let pod = PodShape { cpu_milli: 1_000, memory_mib: 2_048, gpus: 0 };
+    let items = (0..pods).map(|i| Submission::Pod { name: format!("s{i:05}"), pod }).collect();
+    Workload {
+        id: Recipe::EngineSinglePods.id(),
+        title: "10,000 single pods".to_string(),
+        cluster: ClusterSpec::racks(nodes / HOSTS_PER_RACK, HOSTS_PER_RACK),
+        topology_levels: Vec::new(),
+        plan: Plan::Batch(items),
+    }
+}
+
+/// (g) 5,000 nodes, 1,000 gangs of 16 one-GPU pods without a topology constraint (the
+/// engine issue's PodGroup-cycle throughput figure).
+pub fn engine_gangs(quick: bool) -> Workload {
+    let (nodes, groups) = if quick { (500u32, 100u32) } else { (5_000, 1_000) };
+    let items = (0..groups)
+        .map(|i| {
+            Submission::Group(GroupSpec {
+                name: format!("g{i:04}"),
+                size: 16,
+                pod: PodShape::GPU_WORKER,
+                ask: TopologyAsk::None,
+            })
+        })
+        .collect();
+    Workload {
+        id: Recipe::EngineGangs.id(),
+        title: "1,000 gangs of 16, no topology".to_string(),
+        cluster: ClusterSpec::racks(nodes / HOSTS_PER_RACK, HOSTS_PER_RACK),
         topology_levels: Vec::new(),
         plan: Plan::Batch(items),
     }
@@ -587,6 +640,13 @@ mod tests {
     }
 
     #[test]
+    fn engine_issue_workloads_have_the_stated_sizes() {
+        assert_eq!(engine_single_pods(false).plan.totals(), (0, 10_000));
+        assert_eq!(engine_gangs(false).plan.totals(), (1_000, 16_000));
+        assert_eq!(engine_gangs(false).cluster.node_count(), 5_000);
+    }
+
+    #[test]
     fn ids_and_scaling_points() {
         let ids: Vec<String> = Recipe::all(false).iter().map(Recipe::id).collect();
         assert_eq!(
@@ -597,6 +657,8 @@ mod tests {
                 "c-three-level",
                 "d-single-pods",
                 "e-churn",
+                "f-single-10k",
+                "g-gangs-16",
                 "scaling-1k",
                 "scaling-5k",
                 "scaling-10k",

@@ -212,6 +212,19 @@ fn bench_tas(c: &mut Criterion) {
     g.bench_function("find_assignment_in/1024_pods_preferred_rack_10k_nodes_prebuilt_tree", |b| {
         b.iter(|| tas::find_assignment_in(&tree, black_box(&problem)).expect("fits"))
     });
+    // One figure per algorithm of seed 002 on the same tree: BestFit (above, the default
+    // for preferred), BalancedPlacement (gate TASBalancedPlacement, preferred) and
+    // LeastFreeCapacity (the default for unconstrained requests).
+    let balanced_gates = FeatureGates::with_overrides([("TASBalancedPlacement", true)]).expect("known gate");
+    let balanced = TasProblem { gates: &balanced_gates, ..problem };
+    g.bench_function("algorithm/balanced_placement/1024_pods_preferred_rack_10k_nodes", |b| {
+        b.iter(|| tas::find_assignment_in(&tree, black_box(&balanced)).expect("fits"))
+    });
+    let unconstrained = TopologyRequest::new(TopologyMode::Unconstrained);
+    let least_free = TasProblem { request: &unconstrained, ..problem };
+    g.bench_function("algorithm/least_free_capacity/1024_pods_unconstrained_10k_nodes", |b| {
+        b.iter(|| tas::find_assignment_in(&tree, black_box(&least_free)).expect("fits"))
+    });
     g.finish();
 }
 

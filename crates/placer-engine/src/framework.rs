@@ -269,6 +269,9 @@ impl<'a> CycleState<'a> {
 pub struct Framework {
     pub(crate) filters: Vec<Box<dyn FilterPlugin>>,
     pub(crate) scores: Vec<(Box<dyn ScorePlugin>, i64)>,
+    /// `percentageOfNodesToScore` for the pods of a PodGroup cycle searching a large node
+    /// set (see [`crate::schedule_one::num_feasible_nodes_to_find`]).
+    pub(crate) percentage_of_nodes_to_score: Option<u32>,
 }
 
 impl fmt::Debug for Framework {
@@ -284,14 +287,18 @@ impl Framework {
     /// kube-scheduler's default profile for `config`: default filters, score plugins with
     /// weights from [`SchedulerConfig::weight`] (a weight of 0 disables a score plugin).
     pub fn new(config: &SchedulerConfig) -> Framework {
-        let mut fw = Framework { filters: Vec::new(), scores: Vec::new() };
+        let mut fw = Framework {
+            filters: Vec::new(),
+            scores: Vec::new(),
+            percentage_of_nodes_to_score: config.percentage_of_nodes_to_score,
+        };
         crate::plugins::register_defaults(&mut fw, config);
         fw
     }
 
     /// A framework without plugins (every node fits, every score is 0).
     pub fn empty() -> Framework {
-        Framework { filters: Vec::new(), scores: Vec::new() }
+        Framework { filters: Vec::new(), scores: Vec::new(), percentage_of_nodes_to_score: None }
     }
 
     /// Appends a filter plugin (filters run in registration order; at most 64).

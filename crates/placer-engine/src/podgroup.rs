@@ -130,8 +130,23 @@ pub trait PodScheduler {
 }
 
 impl PodScheduler for Framework {
+    /// Below 100 nodes every node is examined; on larger node sets (a group without a
+    /// topology constraint searches the whole cluster) kube-scheduler's
+    /// `percentageOfNodesToScore` applies, each pod starting its search at a node derived
+    /// from its name so the members of a group spread their searches deterministically.
     fn find_node(&self, snap: &Snapshot, pod: &PodInfo, nodes: &[NodeId]) -> Result<NodeId, FitError> {
-        crate::schedule_one::find_node(self, snap, pod, nodes)
+        let to_find =
+            crate::schedule_one::num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, nodes.len());
+        if to_find >= nodes.len() {
+            return crate::schedule_one::find_node(self, snap, pod, nodes);
+        }
+        let start = {
+            use std::hash::{Hash, Hasher};
+            let mut h = rustc_hash::FxHasher::default();
+            pod.key.hash(&mut h);
+            (h.finish() % nodes.len() as u64) as usize
+        };
+        crate::schedule_one::find_node_sampled(self, snap, pod, nodes, start, to_find).0
     }
 
     fn filter_node(&self, snap: &Snapshot, pod: &PodInfo, node: NodeId) -> Status {

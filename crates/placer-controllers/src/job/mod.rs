@@ -318,6 +318,29 @@ impl JobController {
         }
     }
 
+    /// Creates a Workload or PodGroup for `job`, records the `<Kind>Created` event on the Job
+    /// (`Created <Kind> <name> for Job <job>`) and caches the created object.
+    fn create_for_job(
+        &mut self,
+        store: &mut dyn ClusterStore,
+        job: &Job,
+        obj: Object,
+    ) -> Result<Object, SyncError> {
+        let (namespace, job_name) = job_key(job);
+        let kind = obj.kind();
+        let name = obj.metadata().name.clone().unwrap_or_default();
+        let created = store.create(obj).map_err(store_err(format!("creating {kind} {namespace}/{name}")))?;
+        record(
+            store,
+            job,
+            "Normal",
+            &format!("{kind}Created"),
+            format!("Created {kind} {name} for Job {job_name}"),
+        );
+        self.cache.upsert(created.clone());
+        Ok(created)
+    }
+
     /// Discovers or creates the Workload and PodGroup of an eligible Job (SEMANTICS §14).
     /// `None` means pod-by-pod scheduling.
     fn ensure_gang(
@@ -343,19 +366,8 @@ impl JobController {
                 return Ok(None);
             }
             Err(None) => {
-                let wl = gang::build_workload(job)?;
-                let wl_name = wl.metadata.name.clone().unwrap_or_default();
-                let created = store
-                    .create(Object::Workload(wl))
-                    .map_err(store_err(format!("creating Workload {namespace}/{wl_name}")))?;
-                record(
-                    store,
-                    job,
-                    "Normal",
-                    "WorkloadCreated",
-                    format!("Created Workload {wl_name} for Job {name}"),
-                );
-                self.cache.upsert(created.clone());
+                let created =
+                    self.create_for_job(store, job, Object::Workload(gang::build_workload(job)?))?;
                 match created {
                     Object::Workload(w) => w,
                     _ => return Ok(None),
@@ -379,18 +391,7 @@ impl JobController {
             }
             Err(None) => {
                 let pg = gang::build_pod_group(job, &workload)?;
-                let pg_name = pg.metadata.name.clone().unwrap_or_default();
-                let created = store
-                    .create(Object::PodGroup(pg))
-                    .map_err(store_err(format!("creating PodGroup {namespace}/{pg_name}")))?;
-                record(
-                    store,
-                    job,
-                    "Normal",
-                    "PodGroupCreated",
-                    format!("Created PodGroup {pg_name} for Job {name}"),
-                );
-                self.cache.upsert(created.clone());
+                let created = self.create_for_job(store, job, Object::PodGroup(pg))?;
                 Ok(match created {
                     Object::PodGroup(pg) => Some(pg),
                     _ => None,

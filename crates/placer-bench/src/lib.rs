@@ -39,6 +39,8 @@ pub struct BenchOptions {
     /// Also run every selected workload with the baseline placement search (by default
     /// only `a-upstream` and `b-mixed-gangs` are).
     pub baseline_all: bool,
+    /// Never run the baseline search (overrides the defaults and `baseline_all`).
+    pub no_baseline: bool,
     /// Show progress bars (they hide themselves anyway when stderr is not a terminal).
     pub progress: bool,
 }
@@ -91,7 +93,7 @@ pub fn run_suite(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         if matches!(recipe, Recipe::Scaling { .. }) {
             scaling_ids.push(optimized.id.clone());
         }
-        if options.baseline_all || recipe.baseline_by_default() {
+        if !options.no_baseline && (options.baseline_all || recipe.baseline_by_default()) {
             let bar = progress_bar(options, &workload.id, PlacementSearch::Baseline);
             let base = run_workload(&workload, PlacementSearch::Baseline, &bar);
             bar.finish_and_clear();
@@ -144,5 +146,9 @@ mod tests {
         assert!(report.scaling.is_empty());
         // Both searches implement the same semantics.
         assert!(report.baseline[0].same_decisions);
+        let opts = BenchOptions { no_baseline: true, ..opts };
+        let report = run_suite(&opts).expect("runs");
+        assert_eq!(report.workloads.len(), 1, "optimized only");
+        assert!(report.baseline.is_empty());
     }
 }

@@ -206,6 +206,12 @@ pub trait ScorePlugin: Send + Sync {
     fn score(&self, state: &CycleState<'_>, snap: &Snapshot, id: NodeId, node: &NodeState) -> i64;
     /// Rescales the raw scores (`scores[i]` belongs to `feasible[i]`) to `0..=MAX_NODE_SCORE`.
     fn normalize(&self, _state: &CycleState<'_>, _feasible: &[NodeId], _scores: &mut [i64]) {}
+    /// Whether the raw score of a node depends only on the pod and that node's state, and
+    /// PreScore neither depends on the feasible set nor on pods elsewhere. Lets
+    /// [`crate::schedule_one::place_copies`] rescore only the node that received a copy.
+    fn node_local(&self) -> bool {
+        false
+    }
 }
 
 /// Candidate nodes narrowed by PreFilter plugins (kube's `PreFilterResult`).

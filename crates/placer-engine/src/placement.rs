@@ -38,11 +38,11 @@ use crate::plugins::placement_pods_count::PodGroupPodsCount;
 use crate::plugins::placement_resources::NodeResourcesFitPlacement;
 use crate::plugins::placement_topology::TopologyPlacementGenerator;
 use crate::podgroup::{
-    run_group_in_nodes, GroupAttempt, GroupCycle, GroupPreemption, PodPreemption, PodScheduler, Verdict,
-    MSG_GROUP_UNSCHEDULABLE,
+    run_group_in_nodes, run_uniform_group_in_nodes, GroupAttempt, GroupCycle, GroupPreemption, PodPreemption,
+    PodScheduler, Verdict, MSG_GROUP_UNSCHEDULABLE,
 };
 use crate::resources::{Resources, PODS};
-use crate::snapshot::{non_zero, Snapshot};
+use crate::snapshot::{non_zero, DomainAggregate, Snapshot, TopologyDomains};
 use crate::tas::engine_bridge::{place_unit, TasCache};
 
 /// Feature gate of the placement algorithm.
@@ -114,16 +114,10 @@ pub trait PlacementFeasible: Send + Sync {
     fn feasible(&self, cycle: &GroupCycle, progress: PlacementProgress) -> Status;
 }
 
-/// Aggregates of a placement's nodes before the cycle's pods are assumed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PlacementAggregate {
-    /// Sum of allocatable.
-    pub allocatable: Resources,
-    /// Sum of requests with kube's non-zero defaults for cpu / memory (scoring view).
-    pub requested_non_zero: Resources,
-    /// Sum of actual requests.
-    pub requested: Resources,
-}
+/// Sums over a placement's nodes before the cycle's pods are assumed (the numbers the
+/// snapshot keeps per topology domain): allocatable, requested, requested with kube's
+/// non-zero defaults (scoring view) and clamped free capacity.
+pub type PlacementAggregate = DomainAggregate;
 
 /// A feasible placement handed to PlacementScore: which pods fit there (not on which
 /// nodes: placements may be evaluated by counting) and the placement's aggregates.
@@ -315,61 +309,77 @@ impl Demand {
     }
 }
 
-/// Adds a node's numbers to a placement aggregate.
-fn add_node(agg: &mut PlacementAggregate, node: &crate::snapshot::NodeState) {
-    agg.allocatable.add(&node.info.allocatable);
-    agg.requested.add(&node.requested);
-    agg.requested_non_zero.add(&node.non_zero_requested);
+/// Why the pre-filter rejected a placement. The limiting resource of a uniform group is
+/// looked up only when a message is built (most rejected placements never need one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Rejection {
+    /// The named limiting resource (`Insufficient cpu`, `Too many pods`).
+    Reason(String),
+    /// Fewer copies of the uniform pod fit than the group needs.
+    UniformShort,
 }
 
-/// Aggregates a placement and checks whether its free capacity can hold the pods the group
-/// needs. Sound: a placement it rejects cannot be feasible. `Err` names the limiting
-/// resource (`Insufficient cpu`, `Too many pods`).
-fn prefilter(snap: &Snapshot, nodes: &[NodeId], demand: &Demand) -> (PlacementAggregate, Result<(), String>) {
-    let mut agg = PlacementAggregate::default();
-    match demand {
-        Demand::Uniform { requests, needed } => {
-            let mut copies: u64 = 0;
-            for &id in nodes {
-                let n = snap.node(id);
-                add_node(&mut agg, n);
-                copies += u64::from(fit_count_on(n, requests));
+impl Rejection {
+    /// The message naming the limiting resource.
+    fn message(&self, snap: &Snapshot, nodes: &[NodeId], demand: &Demand) -> String {
+        match (self, demand) {
+            (Rejection::Reason(r), _) => r.clone(),
+            (Rejection::UniformShort, Demand::Uniform { requests, needed }) => {
+                limiting_uniform(snap, nodes, requests, u64::from(*needed))
             }
-            if copies >= u64::from(*needed) {
-                return (agg, Ok(()));
-            }
-            let reason = limiting_uniform(snap, nodes, requests, u64::from(*needed));
-            (agg, Err(reason))
-        }
-        Demand::Mixed { sum, needed } => {
-            let mut free = Resources::default();
-            for &id in nodes {
-                let n = snap.node(id);
-                add_node(&mut agg, n);
-                let mut f = n.free();
-                clamp_non_negative(&mut f);
-                free.add(&f);
-            }
-            if free.pods < i64::from(*needed) {
-                return (agg, Err("Too many pods".to_string()));
-            }
-            for (name, want) in sum.iter_nonzero() {
-                if free.get(name) < want {
-                    return (agg, Err(format!("Insufficient {name}")));
-                }
-            }
-            (agg, Ok(()))
+            (Rejection::UniformShort, Demand::Mixed { .. }) => "Insufficient resources".to_string(),
         }
     }
 }
 
-fn clamp_non_negative(r: &mut Resources) {
-    r.cpu = r.cpu.max(0);
-    r.memory = r.memory.max(0);
-    r.ephemeral_storage = r.ephemeral_storage.max(0);
-    r.pods = r.pods.max(0);
-    for (_, v) in r.scalar.iter_mut() {
-        *v = (*v).max(0);
+/// Aggregates a placement and checks whether its free capacity can hold the pods the group
+/// needs. Sound: a placement it rejects cannot be feasible.
+fn prefilter(snap: &Snapshot, nodes: &[NodeId], demand: &Demand) -> Result<(), Rejection> {
+    prefilter_with(snap, nodes, &sum_nodes(snap, nodes), demand)
+}
+
+/// The sums of `nodes`.
+fn sum_nodes(snap: &Snapshot, nodes: &[NodeId]) -> PlacementAggregate {
+    let mut agg = PlacementAggregate::default();
+    for &id in nodes {
+        agg.add_node(snap.node(id));
+    }
+    agg
+}
+
+/// [`prefilter`] with the placement's sums already known (the snapshot's domain index).
+/// A uniform group is first checked against the aggregate bound (no node visited), then,
+/// if the bound allows it, by exact copies per node.
+fn prefilter_with(
+    snap: &Snapshot,
+    nodes: &[NodeId],
+    agg: &DomainAggregate,
+    demand: &Demand,
+) -> Result<(), Rejection> {
+    match demand {
+        Demand::Uniform { requests, needed } => {
+            let needed = u64::from(*needed);
+            if agg.copies_upper_bound(requests) < needed {
+                return Err(Rejection::UniformShort);
+            }
+            let copies: u64 = nodes.iter().map(|&id| u64::from(fit_count_on(snap.node(id), requests))).sum();
+            if copies >= needed {
+                Ok(())
+            } else {
+                Err(Rejection::UniformShort)
+            }
+        }
+        Demand::Mixed { sum, needed } => {
+            if agg.free.pods < i64::from(*needed) {
+                return Err(Rejection::Reason("Too many pods".to_string()));
+            }
+            for (name, want) in sum.iter_nonzero() {
+                if agg.free.get(name) < want {
+                    return Err(Rejection::Reason(format!("Insufficient {name}")));
+                }
+            }
+            Ok(())
+        }
     }
 }
 
@@ -542,8 +552,8 @@ pub struct GroupContext<'a> {
 
 /// How one placement fared.
 enum Eval {
-    /// Rejected by the aggregate pre-filter, with the limiting resource.
-    Prefiltered(String),
+    /// Rejected by the aggregate pre-filter; the message is built on demand.
+    Prefiltered(Rejection),
     /// Evaluated by the PodGroup cycle.
     Simulated(GroupAttempt),
     /// Evaluated by counting copies (uniform group with node-local filters only).
@@ -569,9 +579,11 @@ impl Evaluated {
             Eval::Counted { feasible, .. } => *feasible,
         }
     }
-    fn reason(&self) -> String {
+    /// Why the placement is infeasible; `rejection` turns a pre-filter rejection into a
+    /// message.
+    fn reason(&self, rejection: impl Fn(usize, &Rejection) -> String) -> String {
         match &self.eval {
-            Eval::Prefiltered(r) => r.clone(),
+            Eval::Prefiltered(r) => rejection(self.idx, r),
             Eval::Simulated(a) => a.main_reason(),
             Eval::Counted { reason, .. } => reason.clone(),
         }
@@ -661,6 +673,16 @@ pub fn schedule_pod_group(
         return schedule_in_all_nodes(ctx, snap, cycle, hooks, obs);
     }
 
+    // The optimized search keeps the key's domains and their sums in the snapshot,
+    // re-summing only the domains that changed since the last cycle; the generator and
+    // the pre-filter read them instead of every node. The baseline walks the nodes.
+    let baseline = ctx.config.placement_search == crate::config::PlacementSearch::Baseline;
+    if !baseline {
+        if let Some(key) = cycle.group.topology_key.as_deref() {
+            snap.refresh_topology_domains(key);
+        }
+    }
+
     // Phase 1: generate.
     let parent = Placement { name: String::new(), nodes: snap.node_ids().to_vec() };
     let generated = match pf.generate(snap, cycle, &parent) {
@@ -671,17 +693,8 @@ pub fn schedule_pod_group(
     obs.count(METRIC_PLACEMENT_TOTAL, &[], placements.len() as u64);
     let key = cycle.group.topology_key.clone().unwrap_or_default();
 
-    // Pre-filter by aggregate capacity (also aggregates for scoring). The baseline search
-    // (plain KEP-5732, for benchmarks) computes the aggregates but rejects nothing early.
-    let baseline = ctx.config.placement_search == crate::config::PlacementSearch::Baseline;
+    // What the group needs, for the aggregate pre-filter of each placement visited.
     let demand = Demand::new(cycle);
-    let mut aggregates: Vec<PlacementAggregate> = Vec::with_capacity(placements.len());
-    let mut prefilter_fail: Vec<Option<String>> = Vec::with_capacity(placements.len());
-    for p in &placements {
-        let (agg, res) = prefilter(snap, &p.nodes, &demand);
-        aggregates.push(agg);
-        prefilter_fail.push(if baseline { None } else { res.err() });
-    }
 
     // Order: name order, the placement with the most nominated members first.
     let mut order: Vec<usize> = (0..placements.len()).collect();
@@ -698,7 +711,8 @@ pub fn schedule_pod_group(
     };
     let plan = EvaluationPlan {
         placements: &placements,
-        prefilter_fail: &prefilter_fail,
+        prefilter: (!baseline).then_some(&demand),
+        key: &key,
         order: &order,
         to_find,
         nominated_first,
@@ -724,6 +738,8 @@ pub fn schedule_pod_group(
         let winner = match feasible.len() {
             0 => {
                 let outcome = constrained_unschedulable(
+                    snap,
+                    &demand,
                     cycle,
                     &key,
                     &placements,
@@ -750,7 +766,7 @@ pub fn schedule_pod_group(
                 };
             }
             1 => feasible[0],
-            _ => match score_placements(snap, cycle, pf, &placements, &aggregates, &feasible) {
+            _ => match score_placements(snap, cycle, pf, &placements, &feasible, !baseline) {
                 Ok(i) => feasible[i],
                 Err(status) => {
                     return GroupOutcome::Error {
@@ -771,7 +787,10 @@ pub fn schedule_pod_group(
 /// What phase 2 needs besides the cycle.
 struct EvaluationPlan<'a> {
     placements: &'a [Placement],
-    prefilter_fail: &'a [Option<String>],
+    /// The pre-filter's input; `None`: no pre-filter (the baseline search).
+    prefilter: Option<&'a Demand>,
+    /// The topology key (for the snapshot's domain index).
+    key: &'a str,
     order: &'a [usize],
     to_find: usize,
     nominated_first: Option<usize>,
@@ -788,14 +807,22 @@ fn evaluate_placements(
     obs: &mut dyn Observer,
 ) -> Vec<Evaluated> {
     let pf = ctx.placements;
-    let mut evaluated: Vec<Evaluated> = Vec::with_capacity(plan.order.len());
+    let mut evaluated: Vec<Evaluated> = Vec::new();
     let mut found = 0usize;
     for (pos, &idx) in plan.order.iter().enumerate() {
         let timer = obs.start_timer();
-        let e = if let Some(reason) = &plan.prefilter_fail[idx] {
+        let rejected = plan.prefilter.and_then(|demand| {
+            let p = &plan.placements[idx];
+            match cached_sums(snap.topology_domains(plan.key), idx, p) {
+                Some(sums) => prefilter_with(snap, &p.nodes, sums, demand),
+                None => prefilter(snap, &p.nodes, demand),
+            }
+            .err()
+        });
+        let e = if let Some(rejection) = rejected {
             Evaluated {
                 idx,
-                eval: Eval::Prefiltered(reason.clone()),
+                eval: Eval::Prefiltered(rejection),
                 placed_pods: Vec::new(),
                 scheduled_total: cycle.scheduled_count(),
             }
@@ -848,7 +875,7 @@ fn confirm(
         Eval::Counted { .. } => {
             let mark = snap.checkpoint();
             let attempt =
-                run_group_in_nodes(ctx.algo, snap, cycle, &placement.nodes, &ctx.placements.feasible, None);
+                run_uniform_group_in_nodes(ctx.algo, snap, cycle, &placement.nodes, &ctx.placements.feasible);
             snap.rollback(mark);
             (attempt.is_feasible() && attempt.placed.len() == chosen.placed_pods.len()).then_some(attempt)
         }
@@ -987,6 +1014,8 @@ fn scheduled_outcome(
 /// `0/8 placements for rack can hold minCount=16: 6 Insufficient nvidia.com/gpu, 2 node(s)
 /// didn't match Pod's node affinity/selector; best placement "r3" fits 12/16 pods`.
 fn constrained_unschedulable(
+    snap: &Snapshot,
+    demand: &Demand,
     cycle: &GroupCycle,
     key: &str,
     placements: &[Placement],
@@ -997,7 +1026,8 @@ fn constrained_unschedulable(
         if cycle.gang { format!("minCount={}", cycle.min_count) } else { "any pod of the group".to_string() };
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     for e in evaluated {
-        *reasons.entry(e.reason()).or_insert(0) += 1;
+        let reason = e.reason(|i, r| r.message(snap, &placements[i].nodes, demand));
+        *reasons.entry(reason).or_insert(0) += 1;
     }
     let detail = if placements.is_empty() {
         note.map(str::to_string).unwrap_or_else(|| format!("no node has label {key:?}"))
@@ -1046,22 +1076,56 @@ fn nominated_placement(snap: &Snapshot, cycle: &GroupCycle, placements: &[Placem
     best.map(|(i, _)| i)
 }
 
-/// Scores feasible placements; returns the index (into `feasible`) of the winner.
+/// The sums of placement `i` kept by the domain index, when the placement is the index's
+/// domain of that name (same nodes) and its sums are fresh.
+fn cached_sums<'a>(
+    index: Option<&'a TopologyDomains>,
+    i: usize,
+    p: &Placement,
+) -> Option<&'a DomainAggregate> {
+    let index = index?;
+    // Placements generated from the index come in its order: try position `i` first.
+    let d = match index.domains().get(i) {
+        Some(d) if d.value == p.name => d,
+        _ => index.find(&p.name)?,
+    };
+    if d.nodes == p.nodes {
+        d.aggregate()
+    } else {
+        None
+    }
+}
+
+/// Scores feasible placements; returns the index (into `feasible`) of the winner. The
+/// placements' sums come from the domain index when `use_index` and it holds them fresh.
 fn score_placements(
     snap: &Snapshot,
     cycle: &GroupCycle,
     pf: &PlacementFramework,
     placements: &[Placement],
-    aggregates: &[PlacementAggregate],
     feasible: &[&Evaluated],
+    use_index: bool,
 ) -> Result<usize, Status> {
+    let index =
+        cycle.group.topology_key.as_deref().filter(|_| use_index).and_then(|k| snap.topology_domains(k));
+    let aggregates: Vec<std::borrow::Cow<'_, PlacementAggregate>> = feasible
+        .iter()
+        .map(|e| {
+            let p = &placements[e.idx];
+            match cached_sums(index, e.idx, p) {
+                Some(sums) => std::borrow::Cow::Borrowed(sums),
+                None => std::borrow::Cow::Owned(sum_nodes(snap, &p.nodes)),
+            }
+        })
+        .collect();
     let candidates: Vec<PlacementCandidate<'_>> = feasible
         .iter()
-        .map(|e| PlacementCandidate {
+        .zip(&aggregates)
+        .map(|(e, aggregate)| PlacementCandidate {
             placement: &placements[e.idx],
             placed_pods: &e.placed_pods,
             scheduled_total: e.scheduled_total,
-            aggregate: &aggregates[e.idx],
+            aggregate,
         })
         .collect();
     let totals = total_scores(snap, cycle, pf, &candidates)?;
@@ -1377,11 +1441,13 @@ mod tests {
     fn prefilter_rejects_by_aggregate_and_names_the_resource() {
         let snap = snap_of(&[("n1", 2000, "r"), ("n2", 2000, "r")]);
         let c = gang_cycle(5, 1000, 5);
-        let (agg, res) = prefilter(&snap, snap.node_ids(), &Demand::new(&c));
-        assert_eq!(res, Err("Insufficient cpu".to_string()));
+        let demand = Demand::new(&c);
+        assert_eq!(prefilter(&snap, snap.node_ids(), &demand), Err(Rejection::UniformShort));
+        let agg = sum_nodes(&snap, snap.node_ids());
+        assert_eq!(Rejection::UniformShort.message(&snap, snap.node_ids(), &demand), "Insufficient cpu");
         assert_eq!(agg.allocatable.cpu, 4000);
         let c = gang_cycle(4, 1000, 4);
-        assert_eq!(prefilter(&snap, snap.node_ids(), &Demand::new(&c)).1, Ok(()));
+        assert_eq!(prefilter(&snap, snap.node_ids(), &Demand::new(&c)), Ok(()));
     }
 
     #[test]
@@ -1393,15 +1459,11 @@ mod tests {
             (2, pod("c", 1000, Some("pg"), None)),
         ];
         let c = GroupCycle::new(group("pg", Some(2), Some("rack")), true, pods.clone(), vec![]);
-        assert_eq!(
-            prefilter(&snap, snap.node_ids(), &Demand::new(&c)).1,
-            Ok(()),
-            "500m + 1000m fit in 2 cpu"
-        );
+        assert_eq!(prefilter(&snap, snap.node_ids(), &Demand::new(&c)), Ok(()), "500m + 1000m fit in 2 cpu");
         let c = GroupCycle::new(group("pg", Some(3), Some("rack")), true, pods, vec![]);
         assert_eq!(
-            prefilter(&snap, snap.node_ids(), &Demand::new(&c)).1,
-            Err("Insufficient cpu".to_string())
+            prefilter(&snap, snap.node_ids(), &Demand::new(&c)),
+            Err(Rejection::Reason("Insufficient cpu".to_string()))
         );
     }
 
@@ -1450,9 +1512,8 @@ mod tests {
             let pf = PlacementFramework::new(&config);
             let ctx = GroupContext { placements: &pf, algo: &fw, config: &config };
             let placements = pf.generate(&snap, &c, &Placement { name: String::new(), nodes: snap.node_ids().to_vec() }).unwrap().placements;
-            let none: Vec<Option<String>> = vec![None; placements.len()];
             let order: Vec<usize> = (0..placements.len()).collect();
-            let plan = EvaluationPlan { placements: &placements, prefilter_fail: &none, order: &order, to_find: usize::MAX, nominated_first: None };
+            let plan = EvaluationPlan { placements: &placements, prefilter: None, key: "rack", order: &order, to_find: usize::MAX, nominated_first: None };
             let counted = evaluate_placements(&ctx, &mut snap, &c, &plan, true, &mut NoopObserver);
             let simulated = evaluate_placements(&ctx, &mut snap, &c, &plan, false, &mut NoopObserver);
             prop_assert_eq!(counted.len(), simulated.len());
@@ -1463,6 +1524,19 @@ mod tests {
                     prop_assert_eq!(a.placed_pods.len(), b.placed_pods.len());
                     prop_assert_eq!(a.scheduled_total, b.scheduled_total);
                 }
+                // The shortcut for identical members places them exactly as the
+                // simulation does, and leaves the snapshot as found.
+                let nodes = &placements[a.idx].nodes;
+                let requested: Vec<i64> = snap.nodes().map(|n| n.requested.cpu).collect();
+                let fast = crate::podgroup::run_uniform_group_in_nodes(&fw, &mut snap, &c, nodes, &pf.feasible);
+                let after: Vec<i64> = snap.nodes().map(|n| n.requested.cpu).collect();
+                prop_assert_eq!(requested, after);
+                let mark = snap.checkpoint();
+                let slow = run_group_in_nodes(&fw, &mut snap, &c, nodes, &pf.feasible, None);
+                snap.rollback(mark);
+                prop_assert_eq!(&fast.placed, &slow.placed);
+                prop_assert_eq!(fast.failed.iter().map(|(i, f)| (*i, f.to_string())).collect::<Vec<_>>(), slow.failed.iter().map(|(i, f)| (*i, f.to_string())).collect::<Vec<_>>());
+                prop_assert_eq!(fast.is_feasible(), slow.is_feasible());
             }
         }
     }

@@ -127,6 +127,19 @@ pub trait PodScheduler {
         pod: &PodInfo,
         nodes: &[NodeId],
     ) -> Result<Vec<NodeId>, FitError>;
+    /// The nodes that up to `max` consecutive copies of `pod` would get from `find_node`,
+    /// each copy assumed before the next, stopping at the first copy that fits nowhere;
+    /// only for a pod whose feasibility and scores on a node depend on that node alone
+    /// (see [`is_uniform_node_local`]). `None` (the default): simulate instead.
+    fn place_copies(
+        &self,
+        _snap: &Snapshot,
+        _pod: &Arc<PodInfo>,
+        _nodes: &[NodeId],
+        _max: usize,
+    ) -> Option<Vec<NodeId>> {
+        None
+    }
 }
 
 impl PodScheduler for Framework {
@@ -160,6 +173,23 @@ impl PodScheduler for Framework {
         nodes: &[NodeId],
     ) -> Result<Vec<NodeId>, FitError> {
         crate::schedule_one::feasible_nodes(self, snap, pod, nodes)
+    }
+
+    /// Only when `find_node` would examine every node (no `percentageOfNodesToScore`
+    /// sampling, whose start node differs per pod).
+    fn place_copies(
+        &self,
+        snap: &Snapshot,
+        pod: &Arc<PodInfo>,
+        nodes: &[NodeId],
+        max: usize,
+    ) -> Option<Vec<NodeId>> {
+        let to_find =
+            crate::schedule_one::num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, nodes.len());
+        if to_find < nodes.len() {
+            return None;
+        }
+        crate::schedule_one::place_copies(self, snap, pod, nodes, max)
     }
 }
 
@@ -443,8 +473,50 @@ pub fn run_group_in_nodes(
     cycle: &GroupCycle,
     nodes: &[NodeId],
     feasible: &[Box<dyn PlacementFeasible>],
-    mut preemption: Option<&mut dyn PodPreemption>,
+    preemption: Option<&mut dyn PodPreemption>,
 ) -> GroupAttempt {
+    run_group_with_plan(algo, snap, cycle, nodes, feasible, preemption, None)
+}
+
+/// [`run_group_in_nodes`] for a uniform, node-local group ([`is_uniform_node_local`]):
+/// where its identical members land is computed once by [`PodScheduler::place_copies`]
+/// instead of one full search per member. Members the shortcut places are not assumed
+/// (nothing reads them); if a member remains, they are assumed before it is searched for
+/// as the simulation would. Falls back to the simulation when the shortcut does not
+/// apply. Unlike [`run_group_in_nodes`], `snap` is left as found.
+pub fn run_uniform_group_in_nodes(
+    algo: &dyn PodScheduler,
+    snap: &mut Snapshot,
+    cycle: &GroupCycle,
+    nodes: &[NodeId],
+    feasible: &[Box<dyn PlacementFeasible>],
+) -> GroupAttempt {
+    let plan = match cycle.pods.first() {
+        Some(first) if is_uniform_node_local(cycle) => {
+            algo.place_copies(snap, first, nodes, cycle.pods.len())
+        }
+        _ => None,
+    };
+    let mark = snap.checkpoint();
+    let attempt = run_group_with_plan(algo, snap, cycle, nodes, feasible, None, plan);
+    snap.rollback(mark);
+    attempt
+}
+
+/// The group algorithm; `plan[k]` (when given) is the node of the k-th member placed,
+/// used instead of a search while it lasts. Members placed from the plan are assumed only
+/// once a search needs the snapshot to include them.
+fn run_group_with_plan(
+    algo: &dyn PodScheduler,
+    snap: &mut Snapshot,
+    cycle: &GroupCycle,
+    nodes: &[NodeId],
+    feasible: &[Box<dyn PlacementFeasible>],
+    mut preemption: Option<&mut dyn PodPreemption>,
+    plan: Option<Vec<NodeId>>,
+) -> GroupAttempt {
+    let plan = plan.unwrap_or_default();
+    let mut deferred: Vec<(Arc<PodInfo>, NodeId)> = Vec::new();
     let total = cycle.pods.len();
     let mut attempt = GroupAttempt {
         placed: Vec::with_capacity(total),
@@ -487,7 +559,21 @@ pub fn run_group_in_nodes(
                 }
             }
         }
-        match algo.find_node(snap, pod, nodes) {
+        let planned = plan.get(attempt.placed.len()).copied();
+        let found = match planned {
+            Some(node) => Ok(node),
+            None => {
+                for (p, n) in deferred.drain(..) {
+                    snap.assume(p, n);
+                }
+                algo.find_node(snap, pod, nodes)
+            }
+        };
+        match found {
+            Ok(node) if planned.is_some() => {
+                deferred.push((pod.clone(), node));
+                attempt.placed.push((i, node));
+            }
             Ok(node) => {
                 snap.assume(pod.clone(), node);
                 attempt.placed.push((i, node));

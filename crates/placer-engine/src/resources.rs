@@ -27,6 +27,28 @@ pub struct Resources {
     pub scalar: SmallVec<[(Arc<str>, i64); 2]>,
 }
 
+/// Most distinct extended resource names kept by [`intern`]; past this, names are
+/// allocated per use (still correct, only slower), so the table stays bounded.
+const MAX_INTERNED_NAMES: usize = 4096;
+
+/// The shared copy of an extended resource name: every [`Resources`] naming
+/// `nvidia.com/gpu` points at the same bytes, so lookups compare pointers first. A cache
+/// of immutable strings: it never changes what any computation returns.
+fn intern(name: &str) -> Arc<str> {
+    static NAMES: std::sync::OnceLock<std::sync::Mutex<rustc_hash::FxHashSet<Arc<str>>>> =
+        std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(Default::default);
+    let Ok(mut names) = names.lock() else { return Arc::from(name) };
+    if let Some(shared) = names.get(name) {
+        return shared.clone();
+    }
+    let shared: Arc<str> = Arc::from(name);
+    if names.len() < MAX_INTERNED_NAMES {
+        names.insert(shared.clone());
+    }
+    shared
+}
+
 /// A quantity that could not be read, with the resource name it belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("resource {resource:?}: {source}")]
@@ -55,7 +77,15 @@ impl Resources {
             MEMORY => self.memory,
             EPHEMERAL_STORAGE => self.ephemeral_storage,
             PODS => self.pods,
-            _ => self.scalar.iter().find(|(n, _)| &**n == name).map(|(_, v)| *v).unwrap_or(0),
+            // Names are interned: the pointer check settles the common case without
+            // comparing bytes.
+            _ => self
+                .scalar
+                .iter()
+                .find(|(n, _)| std::ptr::eq(n.as_ptr(), name.as_ptr()) && n.len() == name.len())
+                .or_else(|| self.scalar.iter().find(|(n, _)| &**n == name))
+                .map(|(_, v)| *v)
+                .unwrap_or(0),
         }
     }
 
@@ -67,7 +97,7 @@ impl Resources {
             PODS => self.pods = value,
             _ => match self.scalar.binary_search_by(|(n, _)| (**n).cmp(name)) {
                 Ok(i) => self.scalar[i].1 = value,
-                Err(i) => self.scalar.insert(i, (Arc::from(name), value)),
+                Err(i) => self.scalar.insert(i, (intern(name), value)),
             },
         }
     }
@@ -78,10 +108,7 @@ impl Resources {
         self.memory += other.memory;
         self.ephemeral_storage += other.ephemeral_storage;
         self.pods += other.pods;
-        for (n, v) in &other.scalar {
-            let cur = self.get(n);
-            self.set(n, cur + v);
-        }
+        self.merge_scalar(other, |a, b| a + b);
     }
 
     /// `self -= other` (all resources, including `pods`).
@@ -90,9 +117,38 @@ impl Resources {
         self.memory -= other.memory;
         self.ephemeral_storage -= other.ephemeral_storage;
         self.pods -= other.pods;
-        for (n, v) in &other.scalar {
-            let cur = self.get(n);
-            self.set(n, cur - v);
+        self.merge_scalar(other, |a, b| a - b);
+    }
+
+    /// `self[name] = f(self[name], other[name])` for every extended resource of `other`.
+    /// Both lists are sorted by name: when `self` already holds every name of `other` (the
+    /// common case: node sums, the same kinds of pods) this is one merge walk without
+    /// allocation; otherwise missing names are inserted.
+    fn merge_scalar(&mut self, other: &Resources, f: impl Fn(i64, i64) -> i64) {
+        let mut i = 0;
+        for (name, v) in &other.scalar {
+            while i < self.scalar.len() && !Arc::ptr_eq(&self.scalar[i].0, name) && *self.scalar[i].0 < **name
+            {
+                i += 1;
+            }
+            if i < self.scalar.len() && (Arc::ptr_eq(&self.scalar[i].0, name) || *self.scalar[i].0 == **name)
+            {
+                self.scalar[i].1 = f(self.scalar[i].1, *v);
+            } else {
+                self.scalar.insert(i, (name.clone(), f(0, *v)));
+            }
+            i += 1;
+        }
+    }
+
+    /// Sets every negative amount to zero.
+    pub fn clamp_non_negative(&mut self) {
+        self.cpu = self.cpu.max(0);
+        self.memory = self.memory.max(0);
+        self.ephemeral_storage = self.ephemeral_storage.max(0);
+        self.pods = self.pods.max(0);
+        for (_, v) in self.scalar.iter_mut() {
+            *v = (*v).max(0);
         }
     }
 
@@ -146,6 +202,36 @@ mod tests {
         assert_eq!(s.get("nvidia.com/gpu"), 16);
         s.sub(&r);
         assert_eq!(s, r);
+    }
+
+    #[test]
+    fn add_and_sub_merge_extended_resources_by_name() {
+        let mut a = Resources::default();
+        a.set("b.example/x", 5);
+        a.set("d.example/x", 7);
+        let mut b = Resources::default();
+        b.set("a.example/x", 1);
+        b.set("b.example/x", 2);
+        b.set("c.example/x", 3);
+        b.set("e.example/x", 4);
+        a.add(&b);
+        let got: Vec<(String, i64)> = a.scalar.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+        let want = [
+            ("a.example/x", 1),
+            ("b.example/x", 7),
+            ("c.example/x", 3),
+            ("d.example/x", 7),
+            ("e.example/x", 4),
+        ];
+        assert_eq!(got, want.map(|(n, v)| (n.to_string(), v)));
+        a.sub(&b);
+        assert_eq!(a.get("b.example/x"), 5);
+        assert_eq!(a.get("a.example/x"), 0);
+        assert_eq!(a.get("d.example/x"), 7);
+        let mut c = Resources { cpu: -3, pods: 2, ..Resources::default() };
+        c.set("g", -1);
+        c.clamp_non_negative();
+        assert_eq!((c.cpu, c.pods, c.get("g")), (0, 2, 0));
     }
 
     #[test]

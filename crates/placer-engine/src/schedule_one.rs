@@ -11,10 +11,12 @@
 //! * State is computed from the snapshot on every call, so pods assumed earlier in the same
 //!   PodGroup cycle count everywhere (resources, affinity, spreading).
 
+use std::sync::Arc;
+
 use crate::framework::{Code, CycleState, FitError, Framework, PreResult, Rejection, Status};
 use crate::model::{NodeId, PodInfo};
 use crate::plugins::{ParsedPod, PluginStates};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{NodeState, Snapshot};
 
 pub use crate::plugins::node_resources::fit_count;
 
@@ -66,7 +68,17 @@ pub fn filter_prepared(
     snap: &Snapshot,
     node: NodeId,
 ) -> Result<(), Rejection> {
-    let n = snap.node(node);
+    filter_prepared_on(fw, state, snap, snap.node(node))
+}
+
+/// [`filter_prepared`] on a given node state (which may differ from the snapshot's: copies
+/// of a pod placed on it by [`place_copies`]).
+fn filter_prepared_on(
+    fw: &Framework,
+    state: &CycleState<'_>,
+    snap: &Snapshot,
+    n: &NodeState,
+) -> Result<(), Rejection> {
     if let Some(r) = &state.restriction {
         if !r.allows(n.name()) {
             return Err(Rejection::unresolvable(r.plugins.first().copied().unwrap_or(""), r.reason()));
@@ -246,6 +258,80 @@ pub fn score_nodes(
     let feasible = feasible_prepared(fw, &state, snap, nodes)?;
     let totals = score_prepared(fw, &mut state, snap, &feasible);
     Ok(feasible.into_iter().zip(totals).collect())
+}
+
+/// Where consecutive copies of `pod` go when each copy is placed by [`find_node`] and
+/// assumed before the next: the same nodes, computed without re-running every filter and
+/// score for every copy. Valid for pods whose filters and scores on a node depend only on
+/// the pod and that node (no inter-pod affinity, topology spread or host ports: the
+/// caller checks that); this function additionally requires every active score plugin to
+/// declare [`crate::framework::ScorePlugin::node_local`].
+///
+/// After a copy lands on a node only that node's filter result and raw scores change, so
+/// they are recomputed for it alone; normalization still runs over all feasible nodes for
+/// every copy, exactly as [`score_prepared`] does. Stops at `max` copies or at the first
+/// copy that fits nowhere. `None` when the shortcut does not apply (a PreFilter rejection,
+/// no feasible node, a score plugin that is not node-local): the caller simulates.
+pub fn place_copies(
+    fw: &Framework,
+    snap: &Snapshot,
+    pod: &Arc<PodInfo>,
+    nodes: &[NodeId],
+    max: usize,
+) -> Option<Vec<NodeId>> {
+    let mut state = prepare(fw, snap, pod).ok()?;
+    let mut feasible = feasible_prepared(fw, &state, snap, nodes).ok()?;
+    for (i, (p, _)) in fw.scores.iter().enumerate() {
+        if p.pre_score(&mut state, snap, &feasible) == PreResult::Skip {
+            state.skip_scores |= 1 << i;
+        }
+    }
+    let active: smallvec::SmallVec<[usize; 8]> =
+        (0..fw.scores.len()).filter(|i| state.skip_scores & (1 << i) == 0).collect();
+    if active.iter().any(|&p| !fw.scores[p].0.node_local()) {
+        return None;
+    }
+    let state: &CycleState<'_> = &state;
+    // Nodes that received copies, with the copies added.
+    let mut changed: rustc_hash::FxHashMap<NodeId, NodeState> = rustc_hash::FxHashMap::default();
+    // raw[i][k]: raw score of feasible[i] for active plugin k.
+    let raw_of = |id: NodeId, node: &NodeState| -> smallvec::SmallVec<[i64; 8]> {
+        active.iter().map(|&p| fw.scores[p].0.score(state, snap, id, node)).collect()
+    };
+    let mut raw: Vec<smallvec::SmallVec<[i64; 8]>> =
+        feasible.iter().map(|&id| raw_of(id, snap.node(id))).collect();
+    let mut column: Vec<i64> = Vec::with_capacity(feasible.len());
+    let mut totals: Vec<i64> = Vec::with_capacity(feasible.len());
+    let mut out = Vec::with_capacity(max);
+    while out.len() < max && !feasible.is_empty() {
+        let best = if feasible.len() == 1 {
+            0
+        } else {
+            totals.clear();
+            totals.resize(feasible.len(), 0);
+            for (k, &p) in active.iter().enumerate() {
+                let (plugin, weight) = &fw.scores[p];
+                column.clear();
+                column.extend(raw.iter().map(|r| r[k]));
+                plugin.normalize(state, &feasible, &mut column);
+                for (t, s) in totals.iter_mut().zip(&column) {
+                    *t += s * weight;
+                }
+            }
+            best_index(&totals)
+        };
+        let id = feasible[best];
+        out.push(id);
+        let node = changed.entry(id).or_insert_with(|| snap.node(id).clone());
+        node.add_pod(pod.clone());
+        if filter_prepared_on(fw, state, snap, node).is_ok() {
+            raw[best] = raw_of(id, node);
+        } else {
+            feasible.remove(best);
+            raw.remove(best);
+        }
+    }
+    Some(out)
 }
 
 /// Index of the highest total (the first one on ties).
@@ -609,6 +695,74 @@ mod tests {
             let ra = find_node(&fw(), &a, &p, a.node_ids()).map(|id| a.node(id).name().to_string()).map_err(|e| e.to_string());
             let rb = find_node(&fw(), &b, &p, b.node_ids()).map(|id| b.node(id).name().to_string()).map_err(|e| e.to_string());
             prop_assert_eq!(ra, rb);
+        }
+
+        /// The shortcut for identical copies lands every copy where a full search per copy
+        /// (each assumed before the next) would, including with normalized scores
+        /// (PreferNoSchedule taints, preferred node affinity) and under several strategies.
+        #[test]
+        fn place_copies_matches_one_search_per_copy(
+            (nodes, pods, (cpu, mem)) in arb_cluster(),
+            tainted in prop::collection::vec(any::<bool>(), 8),
+            zones in prop::collection::vec(0u8..3, 8),
+            prefer_zone in prop::option::of(0u8..3),
+            tolerate in any::<bool>(),
+            most_allocated in any::<bool>(),
+            copies in 1usize..24,
+        ) {
+            use crate::plugins::testing::node_req;
+            let ns = nodes
+                .iter()
+                .enumerate()
+                .map(|(i, &(c, m, slots))| {
+                    let b = node(&format!("n{i}"))
+                        .cpu(&c.to_string())
+                        .mem(&format!("{m}Gi"))
+                        .pods(slots)
+                        .label("zone", &format!("z{}", zones[i]));
+                    if tainted[i] { b.taint("spot", "x", "PreferNoSchedule").build() } else { b.build() }
+                })
+                .collect();
+            let ps = pods
+                .iter()
+                .enumerate()
+                .map(|(i, &(n, c, m))| {
+                    pod(&format!("e{i}")).cpu(&format!("{}m", c * 500)).mem(&format!("{}Mi", m * 512)).on(&format!("n{n}")).build()
+                })
+                .collect();
+            let mut snap = snapshot_with(ns, ps);
+            let mut b = pod("p").cpu(&format!("{}m", cpu * 500)).mem(&format!("{}Mi", mem * 512));
+            if let Some(z) = prefer_zone {
+                b = b.preferred_node_term(3, vec![node_req("zone", "In", &[&format!("z{z}")])]);
+            }
+            if tolerate {
+                b = b.toleration("spot", "Exists", "", "PreferNoSchedule");
+            }
+            let p = Arc::new(b.build());
+            let mut config = SchedulerConfig::default();
+            if most_allocated {
+                config.node_resources_fit_strategy = crate::config::ScoringStrategy::most_allocated();
+            }
+            let fw = Framework::new(&config);
+            let nodes_all = snap.node_ids().to_vec();
+            let Some(plan) = place_copies(&fw, &snap, &p, &nodes_all, copies) else {
+                // Only when not even one copy fits.
+                prop_assert!(find_node(&fw, &snap, &p, &nodes_all).is_err());
+                return Ok(());
+            };
+            let mark = snap.checkpoint();
+            let mut searched = Vec::new();
+            for _ in 0..copies {
+                match find_node(&fw, &snap, &p, &nodes_all) {
+                    Ok(id) => {
+                        snap.assume(p.clone(), id);
+                        searched.push(id);
+                    }
+                    Err(_) => break,
+                }
+            }
+            snap.rollback(mark);
+            prop_assert_eq!(plan, searched);
         }
 
         #[test]

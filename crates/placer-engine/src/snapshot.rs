@@ -2,9 +2,13 @@
 //! cluster events, plus an undo log so a cycle can assume pods, try a placement and roll
 //! back without copying the cluster.
 
+mod domains;
+
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
+
+pub use domains::{DomainAggregate, TopologyDomain, TopologyDomains};
 
 use crate::model::{NodeId, NodeStatic, PodInfo, PodKey};
 use crate::resources::Resources;
@@ -83,7 +87,8 @@ impl NodeState {
         f
     }
 
-    fn add_pod(&mut self, pod: Arc<PodInfo>) {
+    /// Counts `pod` on the node (its requests, its affinity counters).
+    pub(crate) fn add_pod(&mut self, pod: Arc<PodInfo>) {
         self.requested.add(&pod.requests);
         self.requested.pods += 1;
         self.non_zero_requested.add(&non_zero(&pod.requests));
@@ -94,7 +99,8 @@ impl NodeState {
     }
 
     fn remove_pod(&mut self, key: &PodKey) -> Option<Arc<PodInfo>> {
-        let i = self.pods.iter().position(|p| &p.key == key)?;
+        // From the end: a rollback removes the pod assumed last.
+        let i = self.pods.iter().rposition(|p| &p.key == key)?;
         let pod = self.pods.swap_remove(i);
         self.requested.sub(&pod.requests);
         self.requested.pods -= 1;
@@ -152,6 +158,9 @@ pub struct Snapshot {
     pods_with_affinity: u64,
     /// Pods on live nodes with required pod anti-affinity.
     pods_with_required_anti_affinity: u64,
+    /// Cached topology domains per label key, most recently refreshed last
+    /// ([`Snapshot::refresh_topology_domains`]).
+    topology_domains: Vec<TopologyDomains>,
 }
 
 impl Snapshot {
@@ -191,7 +200,49 @@ impl Snapshot {
         self.pods_with_required_anti_affinity = self.pods_with_required_anti_affinity
             + u64::from(n.pods_with_required_anti_affinity)
             - u64::from(anti);
+        self.mark_domains_dirty(id);
         Some(r)
+    }
+
+    /// A node's pods or allocatable changed: its cached domains must be re-summed.
+    fn mark_domains_dirty(&mut self, id: NodeId) {
+        for index in &mut self.topology_domains {
+            index.mark_dirty(id);
+        }
+    }
+
+    /// The domains of `key` over the live nodes, with fresh aggregates: built on first use
+    /// (and again after the node set or labels change), otherwise only the domains whose
+    /// nodes changed since the last call are re-summed. The optimized placement search
+    /// calls this once per cycle; [`Snapshot::topology_domains`] then serves readers.
+    pub fn refresh_topology_domains(&mut self, key: &str) -> &TopologyDomains {
+        let generation = self.node_generation;
+        let cached = match self.topology_domains.iter().position(|d| d.key() == key) {
+            Some(i) => Some(self.topology_domains.remove(i)),
+            None => None,
+        };
+        let mut index = match cached.filter(|d| d.node_generation() == generation) {
+            Some(index) => index,
+            None => TopologyDomains::build(
+                key,
+                generation,
+                self.nodes.len(),
+                self.order.iter().map(|&id| (id, self.node(id))),
+            ),
+        };
+        if self.topology_domains.len() >= domains::MAX_INDEXED_KEYS {
+            self.topology_domains.remove(0);
+        }
+        let nodes = &self.nodes;
+        index.resum_dirty(|id| nodes[id.0 as usize].as_ref().expect("indexed nodes are live"));
+        self.topology_domains.push(index);
+        self.topology_domains.last().expect("just pushed")
+    }
+
+    /// The cached domains of `key`, if an index exists for the current node set (its
+    /// aggregates may be stale: [`TopologyDomain::aggregate`] says so).
+    pub fn topology_domains(&self, key: &str) -> Option<&TopologyDomains> {
+        self.topology_domains.iter().find(|d| d.key() == key && d.node_generation() == self.node_generation)
     }
 
     /// Adds or replaces a node, keeping the pods already on it.
@@ -206,9 +257,13 @@ impl Snapshot {
                 {
                     self.node_generation += 1;
                 }
+                let allocatable_changed = n.allocatable != info.allocatable;
                 n.allocatable = info.allocatable.clone();
                 n.flags = NodeFlags::of(&info);
                 n.info = info;
+                if allocatable_changed {
+                    self.mark_domains_dirty(id);
+                }
             }
             return id;
         }

@@ -25,8 +25,12 @@ pub struct Args {
     quick: bool,
     /// Also run every selected workload with the baseline placement search (a-upstream and
     /// b-mixed-gangs always are).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "no_baseline")]
     baseline: bool,
+    /// Run the optimized search only, no baseline runs and no speed-up table (e.g. to
+    /// profile the optimized path alone).
+    #[arg(long)]
+    no_baseline: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<Status> {
@@ -34,6 +38,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         filter: args.filter,
         quick: args.quick,
         baseline_all: args.baseline,
+        no_baseline: args.no_baseline,
         progress: std::io::stderr().is_terminal(),
     };
     if cfg!(debug_assertions) && !args.quick {

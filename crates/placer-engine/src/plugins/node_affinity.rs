@@ -87,6 +87,11 @@ impl ScorePlugin for NodeAffinity {
         2
     }
 
+    /// Reads only the pod and the node.
+    fn node_local(&self) -> bool {
+        true
+    }
+
     fn pre_score<'a>(
         &self,
         state: &mut CycleState<'a>,

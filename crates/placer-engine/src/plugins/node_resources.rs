@@ -313,6 +313,11 @@ impl ScorePlugin for NodeResourcesFit {
         1
     }
 
+    /// Reads only the pod and the node.
+    fn node_local(&self) -> bool {
+        true
+    }
+
     fn score(&self, state: &CycleState<'_>, _snap: &Snapshot, _id: NodeId, node: &NodeState) -> i64 {
         self.score_node(&state.pod.requests, node)
     }
@@ -367,6 +372,11 @@ impl ScorePlugin for BalancedAllocation {
 
     fn default_weight(&self) -> i64 {
         1
+    }
+
+    /// Reads only the pod and the node.
+    fn node_local(&self) -> bool {
+        true
     }
 
     /// Skipped for best-effort pods (no request on any scored resource), as in kube 1.33+.

@@ -8,6 +8,10 @@
 //!   the label (`no topology domain found for pod ...`), members in two domains
 //!   (`more than 1 domain found for pod group: a, b`).
 //! * Placements come out in domain-name order (upstream's order is unspecified).
+//! * When the parent is every node and the snapshot holds a current domain index for the
+//!   key ([`Snapshot::refresh_topology_domains`], refreshed by the optimized placement
+//!   search), the placements are read from it instead of every node's labels; the result
+//!   is the same.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -62,16 +66,17 @@ impl PlacementGenerate for TopologyPlacementGenerator {
             ));
         }
         let pin = pinned.first().copied();
-        let mut domains: BTreeMap<&str, Vec<NodeId>> = BTreeMap::new();
-        for &id in &parent.nodes {
-            if let Some(value) = snap.node(id).info.label(key) {
-                if pin.is_none_or(|p| p == value) {
-                    domains.entry(value).or_default().push(id);
-                }
+        let index = snap.topology_domains(key).filter(|_| parent.nodes.as_slice() == snap.node_ids());
+        let placements: Vec<Placement> = match index {
+            Some(index) => match pin {
+                Some(p) => index.find(p).into_iter().collect::<Vec<_>>(),
+                None => index.domains().iter().collect(),
             }
-        }
-        let placements: Vec<Placement> =
-            domains.into_iter().map(|(value, nodes)| Placement { name: value.to_string(), nodes }).collect();
+            .into_iter()
+            .map(|d| Placement { name: d.value.clone(), nodes: d.nodes.clone() })
+            .collect(),
+            None => domains_from_labels(snap, key, parent, pin),
+        };
         let note = if !placements.is_empty() {
             None
         } else if let Some(p) = pin {
@@ -81,6 +86,19 @@ impl PlacementGenerate for TopologyPlacementGenerator {
         };
         Ok(GeneratedPlacements { placements, note })
     }
+}
+
+/// One placement per value of `key` among `parent`'s nodes (only `pin`'s when given).
+fn domains_from_labels(snap: &Snapshot, key: &str, parent: &Placement, pin: Option<&str>) -> Vec<Placement> {
+    let mut domains: BTreeMap<&str, Vec<NodeId>> = BTreeMap::new();
+    for &id in &parent.nodes {
+        if let Some(value) = snap.node(id).info.label(key) {
+            if pin.is_none_or(|p| p == value) {
+                domains.entry(value).or_default().push(id);
+            }
+        }
+    }
+    domains.into_iter().map(|(value, nodes)| Placement { name: value.to_string(), nodes }).collect()
 }
 
 #[cfg(test)]

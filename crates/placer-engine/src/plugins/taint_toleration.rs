@@ -46,6 +46,11 @@ impl ScorePlugin for TaintToleration {
         3
     }
 
+    /// Reads only the pod and the node.
+    fn node_local(&self) -> bool {
+        true
+    }
+
     /// The number of PreferNoSchedule taints not tolerated by a toleration with effect
     /// PreferNoSchedule or empty.
     fn score(&self, state: &CycleState<'_>, _snap: &Snapshot, _id: NodeId, node: &NodeState) -> i64 {

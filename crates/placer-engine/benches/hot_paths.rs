@@ -235,13 +235,13 @@ fn bench_placement(c: &mut Criterion) {
         .node_ids()
         .chunks(HOSTS_PER_RACK)
         .enumerate()
-        .map(|(i, ids)| Placement { name: format!("r{i:03}"), nodes: ids.to_vec() })
+        .map(|(i, ids)| Placement { name: format!("r{i:03}").into(), nodes: ids.into() })
         .collect();
     let aggregates: Vec<PlacementAggregate> = placements
         .iter()
         .map(|p| {
             let mut a = PlacementAggregate::default();
-            for &id in &p.nodes {
+            for &id in p.nodes.iter() {
                 let n = snap.node(id);
                 a.allocatable.add(&n.info.allocatable);
                 a.requested.add(&n.requested);

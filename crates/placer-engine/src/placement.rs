@@ -42,7 +42,9 @@ use crate::podgroup::{
     PodScheduler, Verdict, MSG_GROUP_UNSCHEDULABLE,
 };
 use crate::resources::{Resources, PODS};
-use crate::snapshot::{non_zero, DomainAggregate, Snapshot, TopologyDomains};
+use crate::snapshot::{
+    DomainAggregate, Snapshot, TopologyDomains, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST,
+};
 use crate::tas::engine_bridge::{place_unit, TasCache};
 
 /// Feature gate of the placement algorithm.
@@ -65,9 +67,10 @@ pub const METRIC_PLACEMENT_EVALUATION_DURATION: &str = "scheduler_placement_eval
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placement {
     /// Unique among the candidates of one cycle; for topology placements the domain value.
-    pub name: String,
-    /// Nodes of the placement, in snapshot (name) order.
-    pub nodes: Vec<NodeId>,
+    pub name: Arc<str>,
+    /// Nodes of the placement, in snapshot (name) order. Shared: topology placements come
+    /// from the snapshot's domain index without copying.
+    pub nodes: Arc<[NodeId]>,
 }
 
 /// What a generator produced.
@@ -239,7 +242,7 @@ pub fn intersect_placements(a: &[Placement], b: &[Placement]) -> Vec<Placement> 
         for pa in a {
             let nodes: Vec<NodeId> = pa.nodes.iter().copied().filter(|n| set.contains(n)).collect();
             if !nodes.is_empty() {
-                out.push(Placement { name: format!("{}/{}", pa.name, pb.name), nodes });
+                out.push(Placement { name: format!("{}/{}", pa.name, pb.name).into(), nodes: nodes.into() });
             }
         }
     }
@@ -566,9 +569,35 @@ struct Evaluated {
     idx: usize,
     eval: Eval,
     /// Pods (indexes into the cycle) that fit there.
-    placed_pods: Vec<usize>,
+    placed_pods: PlacedPods,
     /// Scheduled members plus `placed_pods`.
     scheduled_total: u32,
+}
+
+/// Which pods (indexes into the cycle) fit in a placement.
+#[derive(Debug, Clone)]
+enum PlacedPods {
+    /// The first `n` pods (counted placements: identical pods, taken in order).
+    First(usize),
+    /// These pods (simulated placements).
+    Listed(Vec<usize>),
+}
+
+impl PlacedPods {
+    fn len(&self) -> usize {
+        match self {
+            PlacedPods::First(n) => *n,
+            PlacedPods::Listed(v) => v.len(),
+        }
+    }
+
+    /// The indexes; `first_indexes` is `0..` at least as long as any `First` count.
+    fn as_slice<'a>(&'a self, first_indexes: &'a [usize]) -> &'a [usize] {
+        match self {
+            PlacedPods::First(n) => &first_indexes[..*n],
+            PlacedPods::Listed(v) => v,
+        }
+    }
 }
 
 impl Evaluated {
@@ -631,7 +660,7 @@ fn count_in_placement(
     Evaluated {
         idx: 0,
         eval: Eval::Counted { feasible: ok, reason },
-        placed_pods: (0..placed as usize).collect(),
+        placed_pods: PlacedPods::First(placed as usize),
         scheduled_total,
     }
 }
@@ -684,7 +713,7 @@ pub fn schedule_pod_group(
     }
 
     // Phase 1: generate.
-    let parent = Placement { name: String::new(), nodes: snap.node_ids().to_vec() };
+    let parent = Placement { name: "".into(), nodes: snap.all_nodes() };
     let generated = match pf.generate(snap, cycle, &parent) {
         Ok(g) => g,
         Err(status) => return GroupOutcome::Error { message: status.reasons.join(", ") },
@@ -823,7 +852,7 @@ fn evaluate_placements(
             Evaluated {
                 idx,
                 eval: Eval::Prefiltered(rejection),
-                placed_pods: Vec::new(),
+                placed_pods: PlacedPods::First(0),
                 scheduled_total: cycle.scheduled_count(),
             }
         } else if counting {
@@ -838,7 +867,7 @@ fn evaluate_placements(
             snap.rollback(mark);
             Evaluated {
                 idx,
-                placed_pods: attempt.placed.iter().map(|(i, _)| *i).collect(),
+                placed_pods: PlacedPods::Listed(attempt.placed.iter().map(|(i, _)| *i).collect()),
                 scheduled_total: attempt.scheduled_total(cycle),
                 eval: Eval::Simulated(attempt),
             }
@@ -1004,7 +1033,7 @@ fn scheduled_outcome(
         failures.push((i, format!("{MSG_GROUP_UNSCHEDULABLE}: pod was not tried")));
     }
     GroupOutcome::Scheduled {
-        placement: placement.map(|p| p.name.clone()),
+        placement: placement.map(|p| p.name.to_string()),
         assignments: attempt.placed.clone(),
         failures,
     }
@@ -1086,10 +1115,10 @@ fn cached_sums<'a>(
     let index = index?;
     // Placements generated from the index come in its order: try position `i` first.
     let d = match index.domains().get(i) {
-        Some(d) if d.value == p.name => d,
+        Some(d) if Arc::ptr_eq(&d.value, &p.name) || d.value == p.name => d,
         _ => index.find(&p.name)?,
     };
-    if d.nodes == p.nodes {
+    if Arc::ptr_eq(&d.nodes, &p.nodes) || d.nodes == p.nodes {
         d.aggregate()
     } else {
         None
@@ -1118,12 +1147,13 @@ fn score_placements(
             }
         })
         .collect();
+    let first_indexes: Vec<usize> = (0..cycle.pods.len()).collect();
     let candidates: Vec<PlacementCandidate<'_>> = feasible
         .iter()
         .zip(&aggregates)
         .map(|(e, aggregate)| PlacementCandidate {
             placement: &placements[e.idx],
-            placed_pods: &e.placed_pods,
+            placed_pods: e.placed_pods.as_slice(&first_indexes),
             scheduled_total: e.scheduled_total,
             aggregate,
         })
@@ -1171,7 +1201,14 @@ pub fn requested_after(cycle: &GroupCycle, candidate: &PlacementCandidate<'_>) -
     let mut r = candidate.aggregate.requested_non_zero.clone();
     for &i in candidate.placed_pods {
         if let Some(p) = cycle.pods.get(i) {
-            r.add(&non_zero(&p.requests));
+            // `r += non_zero(p.requests)` without building the copy.
+            r.add(&p.requests);
+            if p.requests.cpu == 0 {
+                r.cpu += DEFAULT_MILLI_CPU_REQUEST;
+            }
+            if p.requests.memory == 0 {
+                r.memory += DEFAULT_MEMORY_REQUEST;
+            }
         }
     }
     r
@@ -1470,16 +1507,16 @@ mod tests {
     #[test]
     fn intersections_keep_only_shared_nodes() {
         let a = vec![
-            Placement { name: "r1".into(), nodes: vec![NodeId(0), NodeId(1)] },
-            Placement { name: "r2".into(), nodes: vec![NodeId(2)] },
+            Placement { name: "r1".into(), nodes: vec![NodeId(0), NodeId(1)].into() },
+            Placement { name: "r2".into(), nodes: vec![NodeId(2)].into() },
         ];
-        let b = vec![Placement { name: "z1".into(), nodes: vec![NodeId(1), NodeId(2)] }];
+        let b = vec![Placement { name: "z1".into(), nodes: vec![NodeId(1), NodeId(2)].into() }];
         let got = intersect_placements(&a, &b);
         assert_eq!(
             got,
             vec![
-                Placement { name: "r1/z1".into(), nodes: vec![NodeId(1)] },
-                Placement { name: "r2/z1".into(), nodes: vec![NodeId(2)] }
+                Placement { name: "r1/z1".into(), nodes: vec![NodeId(1)].into() },
+                Placement { name: "r2/z1".into(), nodes: vec![NodeId(2)].into() }
             ]
         );
     }
@@ -1511,7 +1548,7 @@ mod tests {
             let fw = crate::framework::Framework::new(&config);
             let pf = PlacementFramework::new(&config);
             let ctx = GroupContext { placements: &pf, algo: &fw, config: &config };
-            let placements = pf.generate(&snap, &c, &Placement { name: String::new(), nodes: snap.node_ids().to_vec() }).unwrap().placements;
+            let placements = pf.generate(&snap, &c, &Placement { name: "".into(), nodes: snap.node_ids().into() }).unwrap().placements;
             let order: Vec<usize> = (0..placements.len()).collect();
             let plan = EvaluationPlan { placements: &placements, prefilter: None, key: "rack", order: &order, to_find: usize::MAX, nominated_first: None };
             let counted = evaluate_placements(&ctx, &mut snap, &c, &plan, true, &mut NoopObserver);

@@ -161,6 +161,8 @@ pub struct Snapshot {
     /// Cached topology domains per label key, most recently refreshed last
     /// ([`Snapshot::refresh_topology_domains`]).
     topology_domains: Vec<TopologyDomains>,
+    /// `order` as a shared slice, with the `node_generation` it was taken at.
+    all_nodes: Option<(u64, Arc<[NodeId]>)>,
 }
 
 impl Snapshot {
@@ -360,6 +362,30 @@ impl Snapshot {
     /// Live nodes, sorted by name.
     pub fn node_ids(&self) -> &[NodeId] {
         &self.order
+    }
+
+    /// [`Snapshot::node_ids`] as a shared slice, copied once per node set rather than once
+    /// per caller.
+    pub fn all_nodes(&mut self) -> Arc<[NodeId]> {
+        match &self.all_nodes {
+            Some((generation, nodes)) if *generation == self.node_generation => nodes.clone(),
+            _ => {
+                let nodes: Arc<[NodeId]> = self.order.as_slice().into();
+                self.all_nodes = Some((self.node_generation, nodes.clone()));
+                nodes
+            }
+        }
+    }
+
+    /// Whether `nodes` is every live node in snapshot order.
+    pub fn is_all_nodes(&self, nodes: &[NodeId]) -> bool {
+        let shared = self.all_nodes.as_ref().filter(|(g, _)| *g == self.node_generation);
+        if shared
+            .is_some_and(|(_, all)| std::ptr::eq(all.as_ptr(), nodes.as_ptr()) && all.len() == nodes.len())
+        {
+            return true;
+        }
+        nodes == self.order.as_slice()
     }
 
     pub fn num_nodes(&self) -> usize {

@@ -66,7 +66,7 @@ impl PlacementGenerate for TopologyPlacementGenerator {
             ));
         }
         let pin = pinned.first().copied();
-        let index = snap.topology_domains(key).filter(|_| parent.nodes.as_slice() == snap.node_ids());
+        let index = snap.topology_domains(key).filter(|_| snap.is_all_nodes(&parent.nodes));
         let placements: Vec<Placement> = match index {
             Some(index) => match pin {
                 Some(p) => index.find(p).into_iter().collect::<Vec<_>>(),
@@ -91,14 +91,14 @@ impl PlacementGenerate for TopologyPlacementGenerator {
 /// One placement per value of `key` among `parent`'s nodes (only `pin`'s when given).
 fn domains_from_labels(snap: &Snapshot, key: &str, parent: &Placement, pin: Option<&str>) -> Vec<Placement> {
     let mut domains: BTreeMap<&str, Vec<NodeId>> = BTreeMap::new();
-    for &id in &parent.nodes {
+    for &id in parent.nodes.iter() {
         if let Some(value) = snap.node(id).info.label(key) {
             if pin.is_none_or(|p| p == value) {
                 domains.entry(value).or_default().push(id);
             }
         }
     }
-    domains.into_iter().map(|(value, nodes)| Placement { name: value.to_string(), nodes }).collect()
+    domains.into_iter().map(|(value, nodes)| Placement { name: value.into(), nodes: nodes.into() }).collect()
 }
 
 #[cfg(test)]
@@ -133,12 +133,12 @@ mod tests {
     fn names(s: &Snapshot, g: &GeneratedPlacements) -> Vec<(String, Vec<String>)> {
         g.placements
             .iter()
-            .map(|p| (p.name.clone(), p.nodes.iter().map(|n| s.node(*n).name().to_string()).collect()))
+            .map(|p| (p.name.to_string(), p.nodes.iter().map(|n| s.node(*n).name().to_string()).collect()))
             .collect()
     }
 
     fn parent(s: &Snapshot) -> Placement {
-        Placement { name: String::new(), nodes: s.node_ids().to_vec() }
+        Placement { name: "".into(), nodes: s.node_ids().into() }
     }
 
     #[test]
@@ -196,7 +196,7 @@ mod tests {
     fn pinned_domain_outside_the_parent_gives_no_placement() {
         let s = snap();
         let c = cycle(Some("rack"), vec![("m1", Some("b1"))], &s);
-        let only_a = Placement { name: String::new(), nodes: vec![s.node_id("a1").unwrap()] };
+        let only_a = Placement { name: "".into(), nodes: vec![s.node_id("a1").unwrap()].into() };
         let g = TopologyPlacementGenerator.generate(&s, &c, &only_a).unwrap();
         assert!(g.placements.is_empty());
         assert_eq!(

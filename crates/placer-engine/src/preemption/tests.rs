@@ -496,7 +496,7 @@ fn topology_aware_preemption_picks_the_cheapest_domain() {
     let placements: Vec<Placement> = [("r1", ["a1", "a2"]), ("r2", ["b1", "b2"])]
         .iter()
         .map(|(name, nodes)| Placement {
-            name: name.to_string(),
+            name: (*name).into(),
             nodes: nodes.iter().map(|n| w.id(n)).collect(),
         })
         .collect();
@@ -506,7 +506,7 @@ fn topology_aware_preemption_picks_the_cheapest_domain() {
         wap.preempt_in_placements(&mut snap, &c, &placements)
     };
     let (i, plan) = result.expect("preempts");
-    assert_eq!(placements[i].name, "r1");
+    assert_eq!(&*placements[i].name, "r1");
     assert_eq!(names(&plan.victims), strings(&["v-1", "v-2"]));
     assert!(plan.nominations.iter().all(|(_, n)| placements[0].nodes.contains(n)), "all members in r1");
 }

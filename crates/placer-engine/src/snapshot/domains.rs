@@ -10,6 +10,8 @@
 //! dirty domains. A cycle therefore pays for the domains that changed since the last one,
 //! not for the whole cluster.
 
+use std::sync::Arc;
+
 use super::NodeState;
 use crate::model::NodeId;
 use crate::resources::Resources;
@@ -71,9 +73,9 @@ impl DomainAggregate {
 #[derive(Debug, Clone)]
 pub struct TopologyDomain {
     /// The label value.
-    pub value: String,
+    pub value: Arc<str>,
     /// The domain's nodes, in snapshot (name) order.
-    pub nodes: Vec<NodeId>,
+    pub nodes: Arc<[NodeId]>,
     aggregate: DomainAggregate,
     /// A node's pods or allocatable changed since `aggregate` was summed.
     dirty: bool,
@@ -121,8 +123,8 @@ impl TopologyDomains {
                     domain_of[id.0 as usize] = i as u32;
                 }
                 TopologyDomain {
-                    value: value.to_string(),
-                    nodes,
+                    value: value.into(),
+                    nodes: nodes.into(),
                     aggregate: DomainAggregate::default(),
                     dirty: true,
                 }
@@ -148,7 +150,7 @@ impl TopologyDomains {
 
     /// The domain with this value.
     pub fn find(&self, value: &str) -> Option<&TopologyDomain> {
-        self.domains.binary_search_by(|d| d.value.as_str().cmp(value)).ok().map(|i| &self.domains[i])
+        self.domains.binary_search_by(|d| (*d.value).cmp(value)).ok().map(|i| &self.domains[i])
     }
 
     /// Marks the domain of `node` dirty (its pods or allocatable changed).
@@ -164,7 +166,7 @@ impl TopologyDomains {
     pub(super) fn resum_dirty<'a>(&mut self, node: impl Fn(NodeId) -> &'a NodeState) {
         for d in self.domains.iter_mut().filter(|d| d.dirty) {
             let mut agg = DomainAggregate::default();
-            for &id in &d.nodes {
+            for &id in d.nodes.iter() {
                 agg.add_node(node(id));
             }
             d.aggregate = agg;
@@ -203,8 +205,7 @@ mod tests {
     fn domains_group_labelled_nodes_by_value_in_name_order() {
         let mut s = cluster();
         let index = s.refresh_topology_domains("rack");
-        let got: Vec<(&str, usize)> =
-            index.domains().iter().map(|d| (d.value.as_str(), d.nodes.len())).collect();
+        let got: Vec<(&str, usize)> = index.domains().iter().map(|d| (&*d.value, d.nodes.len())).collect();
         assert_eq!(got, [("", 1), ("a", 2), ("b", 1)], "unlabelled node x is in no domain");
         assert_eq!(index.find("a").and_then(|d| d.aggregate()).map(|a| a.allocatable.cpu), Some(8000));
         assert!(index.find("zz").is_none());
@@ -301,7 +302,7 @@ mod tests {
             for d in index.domains() {
                 prop_assert_eq!(d.aggregate().cloned(), Some(sums(&s, "rack", &d.value)));
             }
-            let values: Vec<&str> = index.domains().iter().map(|d| d.value.as_str()).collect();
+            let values: Vec<&str> = index.domains().iter().map(|d| &*d.value).collect();
             let mut expected: Vec<&str> = s.nodes().filter_map(|n| n.info.label("rack")).collect();
             expected.sort_unstable();
             expected.dedup();

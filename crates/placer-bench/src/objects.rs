@@ -222,7 +222,7 @@ mod tests {
 
         let p =
             PodInfo::from_pod(Arc::new(pod("g1-0", Some("g1"), PodShape::GPU_WORKER))).expect("pod reads");
-        assert_eq!(p.key.namespace, NAMESPACE);
+        assert_eq!(&*p.key.namespace, NAMESPACE);
         assert_eq!(p.group.as_deref(), Some("g1"));
         assert_eq!((p.requests.cpu, p.requests.memory, p.requests.get(GPU)), (4_000, 32 << 30, 1));
         assert_eq!(p.scheduler_name, SCHEDULER_NAME);

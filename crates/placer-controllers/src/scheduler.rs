@@ -253,11 +253,11 @@ pub fn cluster_event(event: WatchEvent) -> Option<ClusterEvent> {
 }
 
 fn pod_ref(key: &PodKey) -> ObjectRef {
-    ObjectRef::new(Kind::Pod, key.namespace.clone(), key.name.clone())
+    ObjectRef::new(Kind::Pod, &*key.namespace, &*key.name)
 }
 
 fn group_ref(key: &GroupKey) -> ObjectRef {
-    ObjectRef::new(Kind::PodGroup, key.namespace.clone(), key.name.clone())
+    ObjectRef::new(Kind::PodGroup, &*key.namespace, &*key.name)
 }
 
 fn record(store: &mut dyn ClusterStore, regarding: ObjectRef, type_: &str, reason: &str, note: String) {

@@ -11,15 +11,17 @@ use placer_api::k8s::api::scheduling::v1alpha2::PodGroup;
 
 use crate::resources::{ResourceError, Resources};
 
-/// `namespace/name` of a namespaced object.
+/// `namespace/name` of a namespaced object. The strings are shared: keys are cloned into
+/// every index the engine keeps (queue, snapshot, assumptions, decisions), and a clone is
+/// two reference-count increments rather than two allocations.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey {
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
 }
 
 impl ObjectKey {
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+    pub fn new(namespace: impl Into<Arc<str>>, name: impl Into<Arc<str>>) -> Self {
         ObjectKey { namespace: namespace.into(), name: name.into() }
     }
 }

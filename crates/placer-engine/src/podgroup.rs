@@ -787,7 +787,7 @@ pub(crate) mod tests {
             ],
             vec![],
         );
-        let names: Vec<&str> = c.pods.iter().map(|p| p.key.name.as_str()).collect();
+        let names: Vec<&str> = c.pods.iter().map(|p| &*p.key.name).collect();
         assert_eq!(names, ["hi", "early", "late"]);
     }
 

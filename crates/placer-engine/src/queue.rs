@@ -442,7 +442,7 @@ mod tests {
     }
 
     fn names(q: &mut SchedulingQueue, now: u64) -> Vec<String> {
-        std::iter::from_fn(|| q.pop(now)).map(|p| p.pod.key.name.clone()).collect()
+        std::iter::from_fn(|| q.pop(now)).map(|p| p.pod.key.name.to_string()).collect()
     }
 
     #[test]
@@ -512,7 +512,7 @@ mod tests {
         assert!(!q.activate(&PodKey::new("default", "g"), Admission::Reject("still".into()), 0));
         assert_eq!(q.gated()[0].1, "still");
         assert!(q.activate(&PodKey::new("default", "g"), Admission::Admit, 0));
-        assert_eq!(q.pop(0).unwrap().pod.key.name, "g");
+        assert_eq!(&*q.pop(0).unwrap().pod.key.name, "g");
     }
 
     #[test]
@@ -532,10 +532,10 @@ mod tests {
         q.upsert(pod("m1", 0, Some("pg")), Admission::Reject("gates".into()), 0);
         q.upsert(pod("m3", 0, Some("pg")), Admission::Admit, 0);
         let g = GroupKey::new("default", "pg");
-        let members: Vec<String> = q.group_members(&g).into_iter().map(|k| k.name).collect();
+        let members: Vec<String> = q.group_members(&g).into_iter().map(|k| k.name.to_string()).collect();
         assert_eq!(members, ["m2", "m1", "m3"]);
         assert!(q.take_ungated(&PodKey::new("default", "m1")).is_none(), "gated members stay");
-        assert_eq!(q.take_ungated(&PodKey::new("default", "m3")).unwrap().pod.key.name, "m3");
+        assert_eq!(q.take_ungated(&PodKey::new("default", "m3")).unwrap().pod.key.name.as_ref(), "m3");
         assert_eq!(names(&mut q, 0), ["m2", "x"]);
         assert_eq!(q.group_members(&g).len(), 1);
     }

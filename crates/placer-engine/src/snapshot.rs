@@ -507,7 +507,7 @@ mod tests {
         assert_eq!(s.node(a).requested.cpu, 3000);
         assert_eq!(s.node(a).requested.pods, 2);
         let removed = s.remove_for_simulation(&PodKey::new("default", "existing")).unwrap();
-        assert_eq!(removed.key.name, "existing");
+        assert_eq!(&*removed.key.name, "existing");
         assert_eq!(s.node(a).requested.cpu, 2000);
         s.rollback(mark);
         assert_eq!(s.node(a).requested.cpu, 1000);

@@ -195,8 +195,7 @@ impl Sim {
             let members: Vec<PodInfo> = pods
                 .iter()
                 .filter(|p| {
-                    p.key.namespace == info.key.namespace
-                        && p.group.as_deref() == Some(info.key.name.as_str())
+                    p.key.namespace == info.key.namespace && p.group.as_deref() == Some(&*info.key.name)
                 })
                 .cloned()
                 .collect();

@@ -370,7 +370,7 @@ mod tests {
     fn evicted(d: &[Decision]) -> Vec<String> {
         d.iter()
             .filter_map(|d| match d {
-                Decision::Evict { pod, .. } => Some(pod.name.clone()),
+                Decision::Evict { pod, .. } => Some(pod.name.to_string()),
                 _ => None,
             })
             .collect()
@@ -379,7 +379,7 @@ mod tests {
     fn bound(d: &[Decision]) -> Vec<(String, String)> {
         d.iter()
             .filter_map(|d| match d {
-                Decision::Bind { pod, node, .. } => Some((pod.name.clone(), node.clone())),
+                Decision::Bind { pod, node, .. } => Some((pod.name.to_string(), node.clone())),
                 _ => None,
             })
             .collect()
@@ -388,7 +388,7 @@ mod tests {
     fn nominated(d: &[Decision]) -> Vec<(String, Option<String>)> {
         d.iter()
             .filter_map(|d| match d {
-                Decision::Nominate { pod, node } => Some((pod.name.clone(), node.clone())),
+                Decision::Nominate { pod, node } => Some((pod.name.to_string(), node.clone())),
                 _ => None,
             })
             .collect()
@@ -431,7 +431,7 @@ mod tests {
         assert_eq!(bound(&d), [("high".to_string(), "n1".to_string())]);
         assert!(d
             .iter()
-            .any(|d| matches!(d, Decision::PodUnschedulable { pod, .. } if pod.name == "sneaky")));
+            .any(|d| matches!(d, Decision::PodUnschedulable { pod, .. } if &*pod.name == "sneaky")));
     }
 
     #[test]
@@ -473,7 +473,7 @@ mod tests {
         let d = round(&mut e);
         assert_eq!(evicted(&d), s(&["v1", "v2"]), "the whole disruptionMode PodGroup unit goes");
         assert!(d.iter().any(
-            |d| matches!(d, Decision::PodGroupDisruptionTarget { group, .. } if group.name == "victim")
+            |d| matches!(d, Decision::PodGroupDisruptionTarget { group, .. } if &*group.name == "victim")
         ));
         assert!(d.iter().any(
             |d| matches!(d, Decision::Evict { message, .. } if message == "Preempted by podgroup default/pg")
@@ -576,7 +576,8 @@ mod tests {
         e.apply(pod("running", "1", json!({"priorityClassName": "high", "nodeName": "n1"})), 0);
         e.apply(priority_class("high", 1000, false), 0);
         let id = e.snapshot().node_id("n1").expect("node");
-        let counted = e.snapshot().node(id).pods.iter().find(|p| p.key.name == "running").map(|p| p.priority);
+        let counted =
+            e.snapshot().node(id).pods.iter().find(|p| &*p.key.name == "running").map(|p| p.priority);
         assert_eq!(counted, Some(1000), "a victim's priority is what preemption compares");
         e.apply(pod("p", "1", json!({"priority": 500})), 0);
         let d = round(&mut e);

@@ -38,7 +38,7 @@ impl TasState {
     pub(super) fn index(&mut self, info: &PodGroupInfo) {
         self.unindex(&info.key);
         if let Some(name) = info.annotation(PODSET_GROUP_NAME).filter(|n| !n.is_empty()) {
-            let ps = (info.key.namespace.clone(), name.to_string());
+            let ps = (info.key.namespace.to_string(), name.to_string());
             self.podsets.entry(ps.clone()).or_default().insert(info.key.clone());
             self.member_of.insert(info.key.clone(), ps);
         }
@@ -323,7 +323,7 @@ mod tests {
     fn binds(d: &[Decision]) -> BTreeMap<String, String> {
         d.iter()
             .filter_map(|x| match x {
-                Decision::Bind { pod, node, .. } => Some((pod.name.clone(), node.clone())),
+                Decision::Bind { pod, node, .. } => Some((pod.name.to_string(), node.clone())),
                 _ => None,
             })
             .collect()
@@ -331,7 +331,7 @@ mod tests {
 
     fn condition(d: &[Decision], name: &str) -> Option<(bool, String, String)> {
         d.iter().find_map(|x| match x {
-            Decision::PodGroupCondition { group, status, reason, message } if group.name == name => {
+            Decision::PodGroupCondition { group, status, reason, message } if &*group.name == name => {
                 Some((*status, reason.clone(), message.clone()))
             }
             _ => None,
@@ -355,7 +355,7 @@ mod tests {
             .iter()
             .find_map(|x| match x {
                 Decision::PodGroupAnnotation { group, key, value }
-                    if group.name == "pg" && key == TOPOLOGY_ASSIGNMENT =>
+                    if &*group.name == "pg" && key == TOPOLOGY_ASSIGNMENT =>
                 {
                     Some(value.clone())
                 }

@@ -83,7 +83,7 @@ fn binds(decisions: &[Decision]) -> Vec<(String, String)> {
     decisions
         .iter()
         .filter_map(|d| match d {
-            Decision::Bind { pod, node, .. } => Some((pod.name.clone(), node.clone())),
+            Decision::Bind { pod, node, .. } => Some((pod.name.to_string(), node.clone())),
             _ => None,
         })
         .collect()
@@ -113,7 +113,7 @@ fn single_pod_binds_and_holds_capacity_until_confirmed() {
     assert_eq!(binds(&d), [("a".to_string(), "n1".to_string())]);
     assert!(e.is_assumed(&key("a")));
     assert!(d.iter().any(|x| matches!(x, Decision::PodUnschedulable { pod, message, .. }
-        if pod.name == "b" && message == "0/1 nodes are available: 1 Insufficient cpu. \
+        if &*pod.name == "b" && message == "0/1 nodes are available: 1 Insufficient cpu. \
             preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")));
     confirm(&mut e, &d);
     assert!(!e.is_assumed(&key("a")));
@@ -227,7 +227,7 @@ fn basic_group_binds_what_fits() {
     }
     let d = run(&mut e);
     assert_eq!(binds(&d).len(), 2);
-    assert!(d.iter().any(|x| matches!(x, Decision::PodUnschedulable { pod, .. } if pod.name == "p3")));
+    assert!(d.iter().any(|x| matches!(x, Decision::PodUnschedulable { pod, .. } if &*pod.name == "p3")));
 }
 
 #[test]

@@ -347,7 +347,7 @@ impl ScorePlugin for InterPodAffinity {
                 }
                 // The existing pod's terms selecting the incoming pod.
                 let terms = PodTerms::of(existing);
-                let owner_ns = existing.key.namespace.as_str();
+                let owner_ns = &*existing.key.namespace;
                 let owner_labels = labels_or_empty(existing.labels());
                 for t in terms.required_affinity {
                     let term = AffinityTerm::new(t, owner_ns, owner_labels);

@@ -71,7 +71,7 @@ impl<'a> ParsedPod<'a> {
     /// Reads the pod's constraints.
     pub fn new(pod: &'a PodInfo) -> ParsedPod<'a> {
         let spec: Option<&'a PodSpec> = pod.pod.spec.as_ref();
-        let namespace = pod.key.namespace.as_str();
+        let namespace = &*pod.key.namespace;
         let labels = labels_or_empty(pod.labels());
         let affinity = spec.and_then(|s| s.affinity.as_ref());
         let node_affinity = affinity.and_then(|a| a.node_affinity.as_ref());

@@ -95,7 +95,7 @@ impl<'a> Constraint<'a> {
         node.pods
             .iter()
             .filter(|p| {
-                !p.deleting && p.key.namespace == namespace && self.selects(labels_or_empty(p.labels()))
+                !p.deleting && &*p.key.namespace == namespace && self.selects(labels_or_empty(p.labels()))
             })
             .count() as i64
     }

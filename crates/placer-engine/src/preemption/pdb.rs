@@ -139,7 +139,7 @@ pub fn split_by_violation<T>(
         let mut violates = false;
         for pod in pods_of(&unit) {
             for b in budgets.iter_mut() {
-                if !b.covers(pod) || b.disrupted.contains(&pod.key.name) {
+                if !b.covers(pod) || b.disrupted.contains(&*pod.key.name) {
                     continue;
                 }
                 b.allowed -= 1;
@@ -258,7 +258,7 @@ mod tests {
             vec![pods[2].clone()],
         ];
         let (violating, other) = split_by_violation(units, |u| u.as_slice(), &mut b);
-        let names = |v: &[Vec<Arc<PodInfo>>]| v.iter().map(|u| u[0].key.name.clone()).collect::<Vec<_>>();
+        let names = |v: &[Vec<Arc<PodInfo>>]| v.iter().map(|u| u[0].key.name.to_string()).collect::<Vec<_>>();
         assert_eq!(names(&other), ["a", "free", "b"]);
         assert_eq!(names(&violating), ["c"]);
     }

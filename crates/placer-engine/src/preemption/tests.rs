@@ -186,7 +186,7 @@ impl World {
             let nominations = plan
                 .nominations
                 .iter()
-                .map(|(i, n)| (cycle.pods[*i].key.name.clone(), self.snap.node(*n).name().to_string()))
+                .map(|(i, n)| (cycle.pods[*i].key.name.to_string(), self.snap.node(*n).name().to_string()))
                 .collect();
             (names(&plan.victims), nominations)
         })
@@ -205,7 +205,7 @@ fn requested_cpu(snap: &Snapshot) -> Vec<(String, i64, usize)> {
 }
 
 fn names(pods: &[Arc<PodInfo>]) -> Vec<String> {
-    let mut v: Vec<String> = pods.iter().map(|p| p.key.name.clone()).collect();
+    let mut v: Vec<String> = pods.iter().map(|p| p.key.name.to_string()).collect();
     v.sort();
     v
 }
@@ -333,7 +333,7 @@ fn importance_is_priority_then_groups_then_size_then_start() {
         single("top", 9),
     ];
     units.sort_by(by_importance);
-    let order: Vec<&str> = units.iter().map(|u| u.key().name.as_str()).collect();
+    let order: Vec<&str> = units.iter().map(|u| &*u.key().name).collect();
     assert_eq!(order, ["top", "g-big", "g-small", "s-a", "s-b", "s-low"]);
 }
 
@@ -524,8 +524,8 @@ fn nominated_pods_hold_their_room_against_lower_or_equal_priority_only() {
     pods.insert(bound_pod.key.clone(), bound_pod);
     let nominations: BTreeMap<PodKey, String> =
         ["hi", "eq", "lo", "bound"].iter().map(|n| (PodKey::new("default", *n), "n1".to_string())).collect();
-    let seen = nominated_for(&nominations, &pods, 50, |p| p.priority, |k| k.name == "hi");
-    let names: Vec<&str> = seen.iter().map(|(p, _)| p.key.name.as_str()).collect();
+    let seen = nominated_for(&nominations, &pods, 50, |p| p.priority, |k| &*k.name == "hi");
+    let names: Vec<&str> = seen.iter().map(|(p, _)| &*p.key.name).collect();
     assert_eq!(names, ["eq"], "hi is skipped, lo is lower, bound is no longer nominated");
 
     let mut snap = Snapshot::new();

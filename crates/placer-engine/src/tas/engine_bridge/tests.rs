@@ -218,7 +218,7 @@ fn consecutive_indexes_share_a_domain() {
     let out = solve(&mut snap, &cfg, &[&c]).unwrap();
     let m = out[0].as_ref().unwrap();
     let rack_of = |name: &str| {
-        let (i, n) = m.assignments.iter().find(|(i, _)| c.pods[*i].key.name == name).unwrap();
+        let (i, n) = m.assignments.iter().find(|(i, _)| &*c.pods[*i].key.name == name).unwrap();
         let _ = i;
         snap.node(*n).info.label(RACK).unwrap().to_string()
     };

@@ -130,6 +130,10 @@ pub struct Engine {
     tas: tas_unit::TasState,
     /// Nominations and evictions in flight ([`crate::preemption`]).
     preempt: preempt::PreemptionState,
+    /// Unit tests only: the last object applied for every pod (the engine itself keeps
+    /// only [`PodInfo`]), so tests can write updates as a store would.
+    #[cfg(test)]
+    pod_objects: FxHashMap<PodKey, Arc<Pod>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -165,6 +169,8 @@ impl Engine {
             tas: tas_unit::TasState::new(&config),
             preempt: preempt::PreemptionState::default(),
             config,
+            #[cfg(test)]
+            pod_objects: FxHashMap::default(),
         }
     }
 
@@ -220,8 +226,27 @@ impl Engine {
     // Events.
     // ---------------------------------------------------------------------------------
 
+    /// Unit tests only: the last object applied for a pod.
+    #[cfg(test)]
+    pub(crate) fn pod_object(&self, key: &PodKey) -> Option<&Arc<Pod>> {
+        self.pod_objects.get(key)
+    }
+
     /// Applies one cluster change (incremental: snapshot and queue are updated, not rebuilt).
     pub fn apply(&mut self, event: ClusterEvent, now_ms: u64) {
+        #[cfg(test)]
+        match &event {
+            ClusterEvent::PodUpserted(pod) => {
+                if let Some(name) = pod.metadata.name.clone() {
+                    let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
+                    self.pod_objects.insert(PodKey::new(ns, name), pod.clone());
+                }
+            }
+            ClusterEvent::PodDeleted(key) => {
+                self.pod_objects.remove(key);
+            }
+            _ => {}
+        }
         match event {
             ClusterEvent::NodeUpserted(node) => self.apply_node(node, now_ms),
             ClusterEvent::NodeDeleted(name) => self.snapshot.remove_node(&name),
@@ -301,11 +326,10 @@ impl Engine {
     }
 
     fn pod_info(&mut self, pod: Arc<Pod>) -> Option<PodInfo> {
-        let spec_priority = pod.spec.as_ref().and_then(|s| s.priority);
-        let class = pod.spec.as_ref().and_then(|s| s.priority_class_name.clone());
         match PodInfo::from_pod(pod.clone()) {
             Ok(mut info) => {
-                info.priority = self.resolve_priority(spec_priority, class.as_deref());
+                info.priority =
+                    self.resolve_priority(info.view.spec_priority, info.view.priority_class_name.as_deref());
                 Some(info)
             }
             Err(e) => {
@@ -346,9 +370,7 @@ impl Engine {
             if old_held && info.terminal {
                 self.queue.move_all_unschedulable(now_ms, |_| true);
             } else if !info.terminal
-                && old.as_ref().is_none_or(|o| {
-                    o.node_name.is_none() || o.pod.metadata.labels != info.pod.metadata.labels
-                })
+                && old.as_ref().is_none_or(|o| o.node_name.is_none() || o.labels() != info.labels())
             {
                 // An assigned pod appeared (or relabelled): pods with inter-pod affinity or
                 // hard topology spread may fit now.
@@ -365,9 +387,7 @@ impl Engine {
         } else if info.terminal || info.deleting || !self.config.schedules(&info.scheduler_name) {
             self.queue.remove(&key);
         } else {
-            let spec_changed = old.as_ref().is_none_or(|o| {
-                o.pod.spec != info.pod.spec || o.pod.metadata.labels != info.pod.metadata.labels
-            });
+            let spec_changed = old.as_ref().is_none_or(|o| !o.same_spec_and_labels(&info));
             let admission = self.pre_enqueue(&info);
             let is_new = self.queue.upsert(info.clone(), admission.clone(), now_ms);
             if !is_new && spec_changed {
@@ -469,11 +489,10 @@ impl Engine {
         keys.sort();
         for key in keys {
             let Some(pod) = self.pods.get(&key).cloned() else { continue };
-            let spec = pod.pod.spec.as_ref();
-            if spec.and_then(|s| s.priority).is_some() {
+            if pod.view.spec_priority.is_some() {
                 continue;
             }
-            let priority = self.resolve_priority(None, spec.and_then(|s| s.priority_class_name.as_deref()));
+            let priority = self.resolve_priority(None, pod.view.priority_class_name.as_deref());
             if priority != pod.priority {
                 let mut updated = (*pod).clone();
                 updated.priority = priority;
@@ -515,14 +534,8 @@ impl Engine {
     /// SEMANTICS §2.
     fn pre_enqueue(&self, pod: &PodInfo) -> Admission {
         if pod.gated {
-            let gates: Vec<&str> = pod
-                .pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.scheduling_gates.as_ref())
-                .map(|g| g.iter().map(|g| g.name.as_str()).collect())
-                .unwrap_or_default();
-            return Admission::Reject(format!("waiting for scheduling gates: [{}]", gates.join(" ")));
+            let gates = pod.view.scheduling_gates.join(" ");
+            return Admission::Reject(format!("waiting for scheduling gates: [{gates}]"));
         }
         if !self.gate(GATE_GENERIC_WORKLOAD) {
             return Admission::Admit;

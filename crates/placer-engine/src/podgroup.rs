@@ -407,43 +407,36 @@ struct FitSignature<'a> {
     requests: &'a crate::resources::Resources,
     priority: i32,
     nominated: Option<&'a str>,
-    node_selector: Option<&'a BTreeMap<String, String>>,
+    node_selector: &'a BTreeMap<String, String>,
     node_affinity: Option<&'a placer_api::k8s::api::core::v1::NodeAffinity>,
     anti_affinity: Option<&'a placer_api::k8s::api::core::v1::PodAntiAffinity>,
-    tolerations: Option<&'a Vec<placer_api::k8s::api::core::v1::Toleration>>,
-    host_ports: Vec<(i32, &'a str, Option<&'a str>)>,
-    labels: Option<&'a BTreeMap<String, String>>,
+    tolerations: &'a [placer_api::k8s::api::core::v1::Toleration],
+    /// Ports with a hostPort, of containers and sidecars.
+    host_ports: &'a [placer_api::k8s::api::core::v1::ContainerPort],
+    labels: &'a BTreeMap<String, String>,
 }
 
 fn fit_signature(pod: &PodInfo) -> Option<FitSignature<'_>> {
-    let spec = pod.pod.spec.as_ref()?;
-    if spec.topology_spread_constraints.as_ref().is_some_and(|c| !c.is_empty()) {
+    let view = &*pod.view;
+    if !view.topology_spread_constraints.is_empty() {
         return None;
     }
-    if spec.node_name.as_ref().is_some_and(|n| !n.is_empty()) {
+    if pod.node_name.is_some() {
         return None;
     }
-    let affinity = spec.affinity.as_ref();
+    let affinity = view.affinity.as_deref();
     if affinity.is_some_and(|a| a.pod_affinity.is_some()) {
         return None;
-    }
-    let mut host_ports = Vec::new();
-    for c in &spec.containers {
-        for p in c.ports.iter().flatten() {
-            if let Some(hp) = p.host_port.filter(|hp| *hp > 0) {
-                host_ports.push((hp, p.protocol.as_deref().unwrap_or("TCP"), p.host_ip.as_deref()));
-            }
-        }
     }
     Some(FitSignature {
         requests: &pod.requests,
         priority: pod.priority,
         nominated: pod.nominated_node_name.as_deref(),
-        node_selector: spec.node_selector.as_ref(),
+        node_selector: &view.node_selector,
         node_affinity: affinity.and_then(|a| a.node_affinity.as_ref()),
         anti_affinity: affinity.and_then(|a| a.pod_anti_affinity.as_ref()),
-        tolerations: spec.tolerations.as_ref(),
-        host_ports,
+        tolerations: &view.tolerations,
+        host_ports: &view.host_ports,
         // Existing pods' anti-affinity may select on the incoming pod's labels.
         labels: pod.labels(),
     })

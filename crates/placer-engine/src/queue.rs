@@ -404,17 +404,14 @@ impl SchedulingQueue {
 /// Whether a pod's feasibility can change when other pods are placed: required inter-pod
 /// affinity, or a topology spread constraint with `whenUnsatisfiable: DoNotSchedule`.
 pub fn depends_on_other_pods(pod: &PodInfo) -> bool {
-    let Some(spec) = pod.pod.spec.as_ref() else { return false };
-    let affinity = spec
+    let view = &*pod.view;
+    let affinity = view
         .affinity
-        .as_ref()
+        .as_deref()
         .and_then(|a| a.pod_affinity.as_ref())
         .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
         .is_some_and(|terms| !terms.is_empty());
-    let spread = spec
-        .topology_spread_constraints
-        .as_ref()
-        .is_some_and(|c| c.iter().any(|c| c.when_unsatisfiable == "DoNotSchedule"));
+    let spread = view.topology_spread_constraints.iter().any(|c| c.when_unsatisfiable == "DoNotSchedule");
     affinity || spread
 }
 
@@ -545,8 +542,8 @@ mod tests {
         let mut q = SchedulingQueue::new(0, 0);
         let plain = pod("plain", 0, None);
         let mut with_affinity = (*pod("affine", 0, None)).clone();
-        let mut p = (*with_affinity.pod).clone();
-        p.spec.as_mut().unwrap().affinity = Some(
+        let mut view = (*with_affinity.view).clone();
+        view.affinity = Some(
             serde_json::from_value(serde_json::json!({
                 "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                     {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "db"}}}
@@ -554,7 +551,7 @@ mod tests {
             }))
             .unwrap(),
         );
-        with_affinity.pod = Arc::new(p);
+        with_affinity.view = Arc::new(view);
         let with_affinity = Arc::new(with_affinity);
         assert!(depends_on_other_pods(&with_affinity));
         assert!(!depends_on_other_pods(&plain));

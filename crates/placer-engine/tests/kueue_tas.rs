@@ -20,9 +20,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use placer_api::gates::FeatureGates;
-use placer_api::k8s::api::core::v1::{Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec, Taint};
+use placer_api::k8s::api::core::v1::{Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, Taint};
 use placer_api::k8s::api::scheduling::v1alpha2::PodGroup;
-use placer_engine::model::{NodeStatic, PodGroupInfo, PodInfo};
+use placer_engine::model::{NodeStatic, PodGroupInfo, PodInfo, PodSchedulingView};
 use placer_engine::resources::Resources;
 use placer_engine::tas::{
     find_assignment, parse_request, tree::fit_count, tree::with_one_pod, validate_group, TasNode, TasProblem,
@@ -271,12 +271,10 @@ impl Sim {
                 continue;
             };
             let node = &*n.info.node;
-            let worker_spec = worker_pod.pod.spec.as_ref();
             let mut t = TasNode::new(n.info.name.clone(), values, n.free.clone());
-            t.worker_ok = worker_spec.is_none_or(|s| passes_filters(s, node));
-            t.leader_ok =
-                leader_pod.and_then(|p| p.pod.spec.as_ref()).is_none_or(|s| passes_filters(s, node));
-            t.affinity_score = worker_spec.map_or(0, |s| preferred_score(s, node));
+            t.worker_ok = passes_filters(&worker_pod.view, node);
+            t.leader_ok = leader_pod.is_none_or(|p| passes_filters(&p.view, node));
+            t.affinity_score = preferred_score(&worker_pod.view, node);
             index.push(i);
             tas_nodes.push(t);
         }
@@ -366,10 +364,10 @@ impl Sim {
     }
 }
 
-fn passes_filters(spec: &PodSpec, node: &Node) -> bool {
+fn passes_filters(pod: &PodSchedulingView, node: &Node) -> bool {
     let labels = node.metadata.labels.clone().unwrap_or_default();
     let taints: &[Taint] = node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or(&[]);
-    let tolerations = spec.tolerations.as_deref().unwrap_or(&[]);
+    let tolerations = &pod.tolerations;
     for t in taints.iter().filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute") {
         let tolerated = tolerations.iter().any(|tol| {
             let effect_ok = tol.effect.as_deref().is_none_or(|e| e.is_empty() || e == t.effect);
@@ -383,14 +381,12 @@ fn passes_filters(spec: &PodSpec, node: &Node) -> bool {
             return false;
         }
     }
-    if let Some(sel) = &spec.node_selector {
-        if sel.iter().any(|(k, v)| labels.get(k) != Some(v)) {
-            return false;
-        }
+    if pod.node_selector.iter().any(|(k, v)| labels.get(k) != Some(v)) {
+        return false;
     }
-    let required = spec
+    let required = pod
         .affinity
-        .as_ref()
+        .as_deref()
         .and_then(|a| a.node_affinity.as_ref())
         .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref());
     if let Some(req) = required {
@@ -401,9 +397,9 @@ fn passes_filters(spec: &PodSpec, node: &Node) -> bool {
     true
 }
 
-fn preferred_score(spec: &PodSpec, node: &Node) -> i64 {
-    spec.affinity
-        .as_ref()
+fn preferred_score(pod: &PodSchedulingView, node: &Node) -> i64 {
+    pod.affinity
+        .as_deref()
         .and_then(|a| a.node_affinity.as_ref())
         .and_then(|na| na.preferred_during_scheduling_ignored_during_execution.as_ref())
         .map_or(0, |terms| {

@@ -349,13 +349,13 @@ mod tests {
         for d in &decisions {
             match d {
                 Decision::Bind { pod, node, .. } => {
-                    let mut p = (*e.pod(pod).expect("pod").pod).clone();
+                    let mut p = (**e.pod_object(pod).expect("pod")).clone();
                     p.spec.get_or_insert_with(Default::default).node_name = Some(node.clone());
                     e.apply(ClusterEvent::PodUpserted(Arc::new(p)), 0);
                 }
                 Decision::Nominate { pod, node } => {
-                    if let Some(current) = e.pod(pod) {
-                        let mut p = (*current.pod).clone();
+                    if let Some(current) = e.pod_object(pod) {
+                        let mut p = (**current).clone();
                         p.status.get_or_insert_with(Default::default).nominated_node_name = node.clone();
                         e.apply(ClusterEvent::PodUpserted(Arc::new(p)), 0);
                     }

@@ -69,8 +69,7 @@ fn apply_all(e: &mut Engine, events: Vec<ClusterEvent>) {
 fn confirm(e: &mut Engine, decisions: &[Decision]) {
     for d in decisions {
         if let Decision::Bind { pod, node, .. } = d {
-            let current = e.pod(pod).unwrap().pod.clone();
-            let mut p = (*current).clone();
+            let mut p = (**e.pod_object(pod).unwrap()).clone();
             if let Some(spec) = p.spec.as_mut() {
                 spec.node_name = Some(node.clone());
             }

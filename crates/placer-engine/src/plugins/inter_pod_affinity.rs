@@ -42,7 +42,7 @@ pub const ERR_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rule
 /// term selecting the incoming pod adds to the score.
 pub const HARD_POD_AFFINITY_WEIGHT: i64 = 1;
 
-/// The pod (anti-)affinity terms of a pod, as slices of its spec.
+/// The pod (anti-)affinity terms of a pod, as slices of its `spec.affinity`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PodTerms<'a> {
     pub required_affinity: &'a [PodAffinityTerm],
@@ -54,7 +54,7 @@ pub struct PodTerms<'a> {
 impl<'a> PodTerms<'a> {
     /// The terms of `pod`.
     pub fn of(pod: &'a PodInfo) -> PodTerms<'a> {
-        let Some(affinity) = pod.pod.spec.as_ref().and_then(|s| s.affinity.as_ref()) else {
+        let Some(affinity) = pod.view.affinity.as_deref() else {
             return PodTerms::default();
         };
         let aff = affinity.pod_affinity.as_ref();
@@ -134,7 +134,7 @@ impl<'a> AffinityTerm<'a> {
 
     /// Whether the term selects `pod`.
     pub fn matches_pod(&self, pod: &PodInfo) -> bool {
-        self.matches(&pod.key.namespace, labels_or_empty(pod.labels()))
+        self.matches(&pod.key.namespace, pod.labels())
     }
 
     /// Checks the term's selectors as the API server would.
@@ -217,7 +217,7 @@ impl FilterPlugin for InterPodAffinity {
         if snap.num_pods_with_required_anti_affinity() > 0 {
             for node in snap.nodes().filter(|n| n.pods_with_required_anti_affinity > 0) {
                 for existing in node.pods.iter().filter(|p| p.has_required_pod_anti_affinity()) {
-                    let owner_labels = labels_or_empty(existing.labels());
+                    let owner_labels = existing.labels();
                     for t in PodTerms::of(existing).required_anti_affinity {
                         let term = AffinityTerm::new(t, &existing.key.namespace, owner_labels);
                         if term.matches(ns, labels) {
@@ -348,7 +348,7 @@ impl ScorePlugin for InterPodAffinity {
                 // The existing pod's terms selecting the incoming pod.
                 let terms = PodTerms::of(existing);
                 let owner_ns = &*existing.key.namespace;
-                let owner_labels = labels_or_empty(existing.labels());
+                let owner_labels = existing.labels();
                 for t in terms.required_affinity {
                     let term = AffinityTerm::new(t, owner_ns, owner_labels);
                     if term.matches(ns, labels) {

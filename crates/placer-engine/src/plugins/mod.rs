@@ -33,7 +33,7 @@ pub mod taint_toleration;
 pub(crate) mod testing;
 
 use placer_api::k8s::api::core::v1::{
-    NodeSelectorTerm, PodSpec, PreferredSchedulingTerm, Toleration, TopologySpreadConstraint,
+    NodeSelectorTerm, PreferredSchedulingTerm, Toleration, TopologySpreadConstraint,
 };
 
 use crate::config::SchedulerConfig;
@@ -42,14 +42,14 @@ use crate::model::{NodeStatic, PodInfo};
 use helper::{labels_or_empty, node_selector_terms_match, Labels};
 use inter_pod_affinity::AffinityTerm;
 
-/// A pod's scheduling constraints, read once per scheduling attempt and borrowed from the
-/// pod object (no copies of selectors or tolerations).
+/// A pod's scheduling constraints, read once per scheduling attempt and borrowed from its
+/// [`crate::model::PodSchedulingView`] (no copies of selectors or tolerations).
 #[derive(Debug, Clone)]
 pub struct ParsedPod<'a> {
     pub pod: &'a PodInfo,
     pub namespace: &'a str,
     pub labels: &'a Labels,
-    /// `spec.nodeName` of the pod object (non-empty).
+    /// `spec.nodeName` (non-empty).
     pub node_name: Option<&'a str>,
     pub tolerations: &'a [Toleration],
     /// `spec.nodeSelector` (non-empty).
@@ -70,39 +70,38 @@ pub struct ParsedPod<'a> {
 impl<'a> ParsedPod<'a> {
     /// Reads the pod's constraints.
     pub fn new(pod: &'a PodInfo) -> ParsedPod<'a> {
-        let spec: Option<&'a PodSpec> = pod.pod.spec.as_ref();
+        let view = &*pod.view;
         let namespace = &*pod.key.namespace;
-        let labels = labels_or_empty(pod.labels());
-        let affinity = spec.and_then(|s| s.affinity.as_ref());
-        let node_affinity = affinity.and_then(|a| a.node_affinity.as_ref());
+        let labels = pod.labels();
+        let node_affinity = view.affinity.as_deref().and_then(|a| a.node_affinity.as_ref());
         let terms = inter_pod_affinity::PodTerms::of(pod);
-        let view = |t| AffinityTerm::new(t, namespace, labels);
+        let term = |t| AffinityTerm::new(t, namespace, labels);
         ParsedPod {
             pod,
             namespace,
             labels,
-            node_name: spec.and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()),
-            tolerations: spec.and_then(|s| s.tolerations.as_deref()).unwrap_or(&[]),
-            node_selector: spec.and_then(|s| s.node_selector.as_ref()).filter(|m| !m.is_empty()),
+            node_name: pod.node_name.as_deref(),
+            tolerations: &view.tolerations,
+            node_selector: Some(&view.node_selector).filter(|m| !m.is_empty()),
             required_node_terms: node_affinity
                 .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
                 .map(|s| s.node_selector_terms.as_slice()),
             preferred_node_terms: node_affinity
                 .and_then(|n| n.preferred_during_scheduling_ignored_during_execution.as_deref())
                 .unwrap_or(&[]),
-            required_affinity: terms.required_affinity.iter().map(view).collect(),
-            required_anti_affinity: terms.required_anti_affinity.iter().map(view).collect(),
+            required_affinity: terms.required_affinity.iter().map(term).collect(),
+            required_anti_affinity: terms.required_anti_affinity.iter().map(term).collect(),
             preferred_affinity: terms
                 .preferred_affinity
                 .iter()
-                .map(|w| (i64::from(w.weight), view(&w.pod_affinity_term)))
+                .map(|w| (i64::from(w.weight), term(&w.pod_affinity_term)))
                 .collect(),
             preferred_anti_affinity: terms
                 .preferred_anti_affinity
                 .iter()
-                .map(|w| (i64::from(w.weight), view(&w.pod_affinity_term)))
+                .map(|w| (i64::from(w.weight), term(&w.pod_affinity_term)))
                 .collect(),
-            spread_constraints: spec.and_then(|s| s.topology_spread_constraints.as_deref()).unwrap_or(&[]),
+            spread_constraints: &view.topology_spread_constraints,
         }
     }
 

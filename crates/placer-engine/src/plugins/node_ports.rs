@@ -22,19 +22,7 @@ type HostPort<'a> = (&'a str, &'a str, i32);
 
 /// The host ports a pod uses.
 pub fn host_ports(pod: &PodInfo) -> impl Iterator<Item = HostPort<'_>> {
-    let spec = pod.pod.spec.as_ref();
-    let containers = spec.map(|s| s.containers.as_slice()).unwrap_or(&[]);
-    let sidecars = spec
-        .and_then(|s| s.init_containers.as_deref())
-        .unwrap_or(&[])
-        .iter()
-        .filter(|c| c.restart_policy.as_deref() == Some("Always"));
-    containers
-        .iter()
-        .chain(sidecars)
-        .flat_map(|c| c.ports.as_deref().unwrap_or(&[]))
-        .filter(|p| p.host_port.is_some_and(|hp| hp > 0))
-        .map(sanitize)
+    pod.view.host_ports.iter().map(sanitize)
 }
 
 fn sanitize(p: &ContainerPort) -> HostPort<'_> {
@@ -80,39 +68,32 @@ impl FilterPlugin for NodePorts {
 mod tests {
     use super::*;
     use crate::framework::{Code, Framework};
-    use crate::plugins::testing::{node, pod, snapshot_with};
+    use crate::plugins::testing::{node, pod, snapshot_with, PodBuilder};
     use crate::schedule_one::filter_node;
     use crate::SchedulerConfig;
-    use std::sync::Arc;
 
-    fn with_port(p: PodInfo, ip: Option<&str>, protocol: Option<&str>, port: i32) -> PodInfo {
-        let mut raw = (*p.pod).clone();
-        if let Some(spec) = raw.spec.as_mut() {
-            spec.containers[0].ports = Some(vec![ContainerPort {
-                container_port: port,
-                host_port: Some(port),
-                host_ip: ip.map(Into::into),
-                protocol: protocol.map(Into::into),
-                ..Default::default()
-            }]);
-        }
-        PodInfo::from_pod(Arc::new(raw)).expect("test pod")
+    fn with_port(p: PodBuilder, ip: Option<&str>, protocol: Option<&str>, port: i32) -> PodInfo {
+        p.port(ContainerPort {
+            container_port: port,
+            host_port: Some(port),
+            host_ip: ip.map(Into::into),
+            protocol: protocol.map(Into::into),
+            ..Default::default()
+        })
+        .build()
     }
 
     #[test]
     fn a_used_host_port_rejects_the_node() {
         let fw = Framework::new(&SchedulerConfig::default());
-        let used = with_port(pod("old").on("a").build(), None, None, 8080);
+        let used = with_port(pod("old").on("a"), None, None, 8080);
         let snap = snapshot_with(vec![node("a").build()], vec![used]);
         let id = snap.node_ids()[0];
-        let st = filter_node(&fw, &snap, &with_port(pod("p").build(), None, None, 8080), id);
+        let st = filter_node(&fw, &snap, &with_port(pod("p"), None, None, 8080), id);
         assert_eq!((st.code, st.reasons), (Code::Unschedulable, vec![ERR_REASON.to_string()]));
-        assert!(
-            filter_node(&fw, &snap, &with_port(pod("p").build(), None, Some("UDP"), 8080), id).is_success()
-        );
-        assert!(filter_node(&fw, &snap, &with_port(pod("p").build(), None, None, 9090), id).is_success());
-        assert!(!filter_node(&fw, &snap, &with_port(pod("p").build(), Some("10.0.0.1"), None, 8080), id)
-            .is_success());
+        assert!(filter_node(&fw, &snap, &with_port(pod("p"), None, Some("UDP"), 8080), id).is_success());
+        assert!(filter_node(&fw, &snap, &with_port(pod("p"), None, None, 9090), id).is_success());
+        assert!(!filter_node(&fw, &snap, &with_port(pod("p"), Some("10.0.0.1"), None, 8080), id).is_success());
     }
 
     #[test]

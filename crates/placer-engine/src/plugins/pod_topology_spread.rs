@@ -94,9 +94,7 @@ impl<'a> Constraint<'a> {
         }
         node.pods
             .iter()
-            .filter(|p| {
-                !p.deleting && &*p.key.namespace == namespace && self.selects(labels_or_empty(p.labels()))
-            })
+            .filter(|p| !p.deleting && &*p.key.namespace == namespace && self.selects(p.labels()))
             .count() as i64
     }
 

@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use placer_api::k8s::api::core::v1::{
-    Affinity, Container, Node, NodeAffinity, NodeCondition, NodeSelector, NodeSelectorRequirement,
-    NodeSelectorTerm, NodeSpec, NodeStatus, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity, PodSpec,
-    PreferredSchedulingTerm, ResourceRequirements, Taint, Toleration, TopologySpreadConstraint,
-    WeightedPodAffinityTerm,
+    Affinity, Container, ContainerPort, Node, NodeAffinity, NodeCondition, NodeSelector,
+    NodeSelectorRequirement, NodeSelectorTerm, NodeSpec, NodeStatus, Pod, PodAffinity, PodAffinityTerm,
+    PodAntiAffinity, PodSpec, PreferredSchedulingTerm, ResourceRequirements, Taint, Toleration,
+    TopologySpreadConstraint, WeightedPodAffinityTerm,
 };
 use placer_api::k8s::apimachinery::pkg::api::resource::Quantity;
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
@@ -115,6 +115,7 @@ pub fn affinity_term(topology_key: &str, selector: LabelSelector) -> PodAffinity
 pub struct PodBuilder {
     pod: Pod,
     requests: BTreeMap<String, Quantity>,
+    ports: Vec<ContainerPort>,
 }
 
 /// Starts a pod in namespace `default` with one container and no requests.
@@ -130,6 +131,7 @@ pub fn pod(name: &str) -> PodBuilder {
             status: None,
         },
         requests: BTreeMap::new(),
+        ports: Vec::new(),
     }
 }
 
@@ -236,10 +238,17 @@ impl PodBuilder {
         self.spec().topology_spread_constraints.get_or_insert_with(Vec::new).push(c);
         self
     }
+    /// Adds a port to the pod's container.
+    pub fn port(mut self, p: ContainerPort) -> Self {
+        self.ports.push(p);
+        self
+    }
     pub fn build(mut self) -> PodInfo {
         let requests = std::mem::take(&mut self.requests);
+        let ports = std::mem::take(&mut self.ports);
         self.spec().containers = vec![Container {
             name: "c".into(),
+            ports: (!ports.is_empty()).then_some(ports),
             resources: Some(ResourceRequirements {
                 requests: (!requests.is_empty()).then_some(requests),
                 ..Default::default()

@@ -24,9 +24,7 @@ use placer_api::k8s::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use placer_api::k8s::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::model::{PodInfo, PodKey};
-use crate::plugins::helper::{
-    label_selector_is_empty, label_selector_matches, labels_or_empty, validate_label_selector,
-};
+use crate::plugins::helper::{label_selector_is_empty, label_selector_matches, validate_label_selector};
 
 /// One budget with the disruptions it still allows.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,8 +42,7 @@ pub struct Budget {
 impl Budget {
     /// Whether this budget covers `pod`.
     pub fn covers(&self, pod: &PodInfo) -> bool {
-        pod.key.namespace == self.key.namespace
-            && label_selector_matches(&self.selector, labels_or_empty(pod.labels()))
+        pod.key.namespace == self.key.namespace && label_selector_matches(&self.selector, pod.labels())
     }
 }
 
@@ -74,7 +71,7 @@ pub fn budgets<'p>(
                 let (mut matching, mut healthy) = (0i64, 0i64);
                 for p in pods.clone().filter(|p| !p.terminal && !p.deleting && budget.covers(p)) {
                     matching += 1;
-                    healthy += i64::from(p.node_name.is_some() && !reported_not_ready(p));
+                    healthy += i64::from(p.node_name.is_some() && !p.view.reports_not_ready);
                 }
                 allowed_from_spec(
                     spec.min_available.as_ref(),
@@ -87,15 +84,6 @@ pub fn budgets<'p>(
         out.push(budget);
     }
     out
-}
-
-/// The pod reports `Ready=False`.
-fn reported_not_ready(pod: &PodInfo) -> bool {
-    pod.pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "False"))
 }
 
 /// An absolute number, or a percentage of `total` rounded up. Unreadable values count as 0.

@@ -30,7 +30,7 @@ pub struct StartTime(pub Option<Time>);
 impl StartTime {
     /// The start time of a pod.
     pub fn of(pod: &PodInfo) -> StartTime {
-        StartTime(pod.pod.status.as_ref().and_then(|s| s.start_time.clone()))
+        StartTime(pod.view.start_time.clone())
     }
 }
 

@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::FxHashMap;
 
-use placer_api::annotations::{JOB_COMPLETION_INDEX, PODSET_GROUP_NAME};
+use placer_api::annotations::PODSET_GROUP_NAME;
 
 use crate::config::{PlacementSearch, SchedulerConfig};
 use crate::framework::{FitError, Framework};
@@ -333,12 +333,7 @@ fn member(unit_index: usize, cycle: &GroupCycle, offset: u32) -> Member<'_> {
 /// The pod's index (`batch.kubernetes.io/job-completion-index`, label first, then
 /// annotation).
 pub fn pod_index(pod: &PodInfo) -> Option<u64> {
-    let meta = &pod.pod.metadata;
-    meta.labels
-        .as_ref()
-        .and_then(|l| l.get(JOB_COMPLETION_INDEX))
-        .or_else(|| meta.annotations.as_ref().and_then(|a| a.get(JOB_COMPLETION_INDEX)))
-        .and_then(|v| v.trim().parse().ok())
+    pod.view.completion_index
 }
 
 /// Pods in placing order: by rank (index − `offset`) when every pod has an index of at

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use placer_api::annotations::JOB_COMPLETION_INDEX;
 use placer_api::k8s::api::core::v1::{Node, Pod};
 use placer_api::k8s::api::scheduling::v1alpha2::PodGroup;
 use serde_json::{json, Value};

@@ -522,11 +522,22 @@ impl Engine {
         // In `topologyLevels` mode the other PodGroups of a PodSet group wait for this one.
         let mut groups = vec![group.clone()];
         groups.extend(self.tas_siblings(group));
-        let keys: Vec<PodKey> = groups.iter().flat_map(|g| self.queue.group_members(g)).collect();
-        for key in keys {
-            let Some(pod) = self.queue.get(&key).map(|q| q.pod.clone()) else { continue };
-            let admission = self.pre_enqueue(&pod);
-            self.queue.activate(&key, admission, now_ms);
+        let generic = self.gate(GATE_GENERIC_WORKLOAD);
+        for g in &groups {
+            // The group's verdict is computed once, not once per member: this runs every
+            // time a member joins, so per-member work here is quadratic in the gang size.
+            let admission = if generic { self.group_admission(g) } else { Admission::Admit };
+            for key in self.queue.group_members(g) {
+                let Some(gated) = self.queue.get(&key).map(|q| q.pod.gated) else { continue };
+                let admission = match gated {
+                    true => match self.queue.get(&key) {
+                        Some(q) => Self::gated_admission(&q.pod),
+                        None => continue,
+                    },
+                    false => admission.clone(),
+                };
+                self.queue.activate(&key, admission, now_ms);
+            }
         }
     }
 
@@ -534,22 +545,32 @@ impl Engine {
     /// SEMANTICS §2.
     fn pre_enqueue(&self, pod: &PodInfo) -> Admission {
         if pod.gated {
-            let gates = pod.view.scheduling_gates.join(" ");
-            return Admission::Reject(format!("waiting for scheduling gates: [{gates}]"));
+            return Self::gated_admission(pod);
         }
         if !self.gate(GATE_GENERIC_WORKLOAD) {
             return Admission::Admit;
         }
         let Some(group) = Self::group_key_of(pod) else { return Admission::Admit };
-        match self.groups.info(&group) {
+        self.group_admission(&group)
+    }
+
+    /// PreEnqueue's verdict on a pod with scheduling gates.
+    fn gated_admission(pod: &PodInfo) -> Admission {
+        let gates = pod.view.scheduling_gates.join(" ");
+        Admission::Reject(format!("waiting for scheduling gates: [{gates}]"))
+    }
+
+    /// PreEnqueue's verdict on an ungated member of `group` (the same for every member).
+    fn group_admission(&self, group: &GroupKey) -> Admission {
+        match self.groups.info(group) {
             None => Admission::Reject(waiting_for_group_message(&group.name)),
             Some(info) => match info.policy {
                 GroupPolicy::Gang { min_count }
-                    if self.gate(GATE_GANG) && self.groups.member_count(&group) < min_count as usize =>
+                    if self.gate(GATE_GANG) && self.groups.member_count(group) < min_count as usize =>
                 {
                     Admission::Reject(MSG_WAITING_FOR_QUORUM.to_string())
                 }
-                _ => match self.tas_unit_wait_reason(&group) {
+                _ => match self.tas_unit_wait_reason(group) {
                     Some(reason) => Admission::Reject(reason),
                     None => Admission::Admit,
                 },

@@ -42,9 +42,10 @@ pub struct SchedulerConfig {
 /// [`PlacementSearch::Baseline`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum PlacementSearch {
-    /// Placer's search: placements rejected early by an aggregate-capacity pre-filter,
-    /// uniform groups evaluated by counting copies per node, and the hierarchical domain
-    /// tree of seed 002 when topology levels are configured.
+    /// Placer's search: placements and their capacity sums read from the snapshot's
+    /// cached domain index, rejected early by an aggregate-capacity pre-filter, uniform
+    /// groups evaluated by counting copies per node and placed in one pass, and the
+    /// hierarchical domain tree of seed 002 when topology levels are configured.
     #[default]
     Optimized,
     /// The plain KEP-5732 algorithm: every generated placement is fully simulated pod by

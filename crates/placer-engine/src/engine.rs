@@ -528,14 +528,8 @@ impl Engine {
             // time a member joins, so per-member work here is quadratic in the gang size.
             let admission = if generic { self.group_admission(g) } else { Admission::Admit };
             for key in self.queue.group_members(g) {
-                let Some(gated) = self.queue.get(&key).map(|q| q.pod.gated) else { continue };
-                let admission = match gated {
-                    true => match self.queue.get(&key) {
-                        Some(q) => Self::gated_admission(&q.pod),
-                        None => continue,
-                    },
-                    false => admission.clone(),
-                };
+                let Some(pod) = self.queue.get(&key).map(|q| q.pod.clone()) else { continue };
+                let admission = if pod.gated { Self::gated_admission(&pod) } else { admission.clone() };
                 self.queue.activate(&key, admission, now_ms);
             }
         }

@@ -779,20 +779,7 @@ impl Engine {
             return;
         };
 
-        let scheduled: Vec<(PodKey, Option<NodeId>)> = self
-            .groups
-            .get(&group_key)
-            .map(|e| {
-                e.members
-                    .iter()
-                    .filter(|k| {
-                        self.assumed.contains_key(*k)
-                            || self.pods.get(*k).is_some_and(|p| p.node_name.is_some() && !p.terminal)
-                    })
-                    .map(|k| (k.clone(), self.snapshot.pod_node(k)))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let scheduled = self.scheduled_members(&group_key);
 
         let cycle = GroupCycle::new(
             info,

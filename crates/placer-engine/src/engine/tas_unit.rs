@@ -120,7 +120,7 @@ impl Engine {
     }
 
     /// Members of `group` already bound or assumed, with their node.
-    fn scheduled_members(&self, group: &GroupKey) -> Vec<(PodKey, Option<NodeId>)> {
+    pub(super) fn scheduled_members(&self, group: &GroupKey) -> Vec<(PodKey, Option<NodeId>)> {
         self.groups
             .get(group)
             .map(|e| {

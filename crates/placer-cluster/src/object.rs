@@ -3,13 +3,15 @@
 use std::fmt;
 
 use placer_api::k8s::api::batch::v1::{CronJob, Job};
-use placer_api::k8s::api::core::v1::{Node, Pod};
+use placer_api::k8s::api::coordination::v1::Lease;
+use placer_api::k8s::api::core::v1::{Event, Namespace, Node, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-/// The kinds Placer reads and writes.
+/// The kinds Placer reads and writes. Namespaces, Events and Leases are held for the
+/// embedded API server (`placer cluster`); the controllers do not read them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     Node,
@@ -20,10 +22,13 @@ pub enum Kind {
     CronJob,
     PriorityClass,
     PodDisruptionBudget,
+    Namespace,
+    Event,
+    Lease,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Node,
         Kind::Pod,
         Kind::PodGroup,
@@ -32,15 +37,19 @@ impl Kind {
         Kind::CronJob,
         Kind::PriorityClass,
         Kind::PodDisruptionBudget,
+        Kind::Namespace,
+        Kind::Event,
+        Kind::Lease,
     ];
 
     pub fn api_version(self) -> &'static str {
         match self {
-            Kind::Node | Kind::Pod => "v1",
+            Kind::Node | Kind::Pod | Kind::Namespace | Kind::Event => "v1",
             Kind::PodGroup | Kind::Workload => "scheduling.k8s.io/v1alpha2",
             Kind::Job | Kind::CronJob => "batch/v1",
             Kind::PriorityClass => "scheduling.k8s.io/v1",
             Kind::PodDisruptionBudget => "policy/v1",
+            Kind::Lease => "coordination.k8s.io/v1",
         }
     }
 
@@ -54,11 +63,14 @@ impl Kind {
             Kind::CronJob => "CronJob",
             Kind::PriorityClass => "PriorityClass",
             Kind::PodDisruptionBudget => "PodDisruptionBudget",
+            Kind::Namespace => "Namespace",
+            Kind::Event => "Event",
+            Kind::Lease => "Lease",
         }
     }
 
     pub fn namespaced(self) -> bool {
-        !matches!(self, Kind::Node | Kind::PriorityClass)
+        !matches!(self, Kind::Node | Kind::PriorityClass | Kind::Namespace)
     }
 
     /// The kind for an `apiVersion` / `kind` pair, if Placer knows it.
@@ -111,6 +123,9 @@ pub enum Object {
     CronJob(CronJob),
     PriorityClass(PriorityClass),
     PodDisruptionBudget(PodDisruptionBudget),
+    Namespace(Namespace),
+    Event(Event),
+    Lease(Lease),
 }
 
 macro_rules! each {
@@ -124,6 +139,9 @@ macro_rules! each {
             Object::CronJob($o) => $e,
             Object::PriorityClass($o) => $e,
             Object::PodDisruptionBudget($o) => $e,
+            Object::Namespace($o) => $e,
+            Object::Event($o) => $e,
+            Object::Lease($o) => $e,
         }
     };
 }
@@ -139,6 +157,9 @@ impl Object {
             Object::CronJob(_) => Kind::CronJob,
             Object::PriorityClass(_) => Kind::PriorityClass,
             Object::PodDisruptionBudget(_) => Kind::PodDisruptionBudget,
+            Object::Namespace(_) => Kind::Namespace,
+            Object::Event(_) => Kind::Event,
+            Object::Lease(_) => Kind::Lease,
         }
     }
 
@@ -177,6 +198,9 @@ impl Object {
             Kind::CronJob => Object::CronJob(serde_json::from_value(value)?),
             Kind::PriorityClass => Object::PriorityClass(serde_json::from_value(value)?),
             Kind::PodDisruptionBudget => Object::PodDisruptionBudget(serde_json::from_value(value)?),
+            Kind::Namespace => Object::Namespace(serde_json::from_value(value)?),
+            Kind::Event => Object::Event(serde_json::from_value(value)?),
+            Kind::Lease => Object::Lease(serde_json::from_value(value)?),
         })
     }
 

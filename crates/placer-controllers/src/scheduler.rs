@@ -248,7 +248,12 @@ pub fn cluster_event(event: WatchEvent) -> Option<ClusterEvent> {
             ClusterEvent::PodDisruptionBudgetDeleted(PodKey::new(r.namespace, r.name))
         }
         Object::PodDisruptionBudget(pdb) => ClusterEvent::PodDisruptionBudgetUpserted(Arc::new(pdb)),
-        Object::Workload(_) | Object::Job(_) | Object::CronJob(_) => return None,
+        Object::Workload(_)
+        | Object::Job(_)
+        | Object::CronJob(_)
+        | Object::Namespace(_)
+        | Object::Event(_)
+        | Object::Lease(_) => return None,
     })
 }
 

@@ -5,7 +5,8 @@ use std::fmt::Debug;
 use kube::core::{ApiResource, DynamicObject};
 use kube::{Api, Client};
 use placer_api::k8s::api::batch::v1::{CronJob, Job};
-use placer_api::k8s::api::core::v1::{Node, Pod};
+use placer_api::k8s::api::coordination::v1::Lease;
+use placer_api::k8s::api::core::v1::{Event, Namespace, Node, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
@@ -39,6 +40,9 @@ kind_type!(Job, Job);
 kind_type!(CronJob, CronJob);
 kind_type!(PriorityClass, PriorityClass);
 kind_type!(PodDisruptionBudget, PodDisruptionBudget);
+kind_type!(Namespace, Namespace);
+kind_type!(Event, Event);
+kind_type!(Lease, Lease);
 
 /// Group, version and plural of a kind.
 pub(crate) fn api_resource(kind: Kind) -> ApiResource {
@@ -51,6 +55,9 @@ pub(crate) fn api_resource(kind: Kind) -> ApiResource {
         Kind::CronJob => ApiResource::erase::<CronJob>(&()),
         Kind::PriorityClass => ApiResource::erase::<PriorityClass>(&()),
         Kind::PodDisruptionBudget => ApiResource::erase::<PodDisruptionBudget>(&()),
+        Kind::Namespace => ApiResource::erase::<Namespace>(&()),
+        Kind::Event => ApiResource::erase::<Event>(&()),
+        Kind::Lease => ApiResource::erase::<Lease>(&()),
     }
 }
 

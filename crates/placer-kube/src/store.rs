@@ -255,6 +255,18 @@ impl KubeStore {
                 Kind::PodDisruptionBudget => {
                     self.handle.spawn(reflect::<PodDisruptionBudget>(client, shared, metrics))
                 }
+                Kind::Namespace => {
+                    use placer_api::k8s::api::core::v1::Namespace;
+                    self.handle.spawn(reflect::<Namespace>(client, shared, metrics))
+                }
+                Kind::Event => {
+                    use placer_api::k8s::api::core::v1::Event;
+                    self.handle.spawn(reflect::<Event>(client, shared, metrics))
+                }
+                Kind::Lease => {
+                    use placer_api::k8s::api::coordination::v1::Lease;
+                    self.handle.spawn(reflect::<Lease>(client, shared, metrics))
+                }
             };
             tasks.push(task);
         }

@@ -14,7 +14,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use placer_api::k8s::api::batch::v1::{CronJob, Job};
-use placer_api::k8s::api::core::v1::{Node, Pod};
+use placer_api::k8s::api::coordination::v1::Lease;
+use placer_api::k8s::api::core::v1::{Event, Namespace, Node, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
@@ -354,6 +355,9 @@ impl<'de> Deserialize<'de> for Typed {
             Some(Kind::PodDisruptionBudget) => {
                 Object::PodDisruptionBudget(PodDisruptionBudget::deserialize(d)?)
             }
+            Some(Kind::Namespace) => Object::Namespace(Namespace::deserialize(d)?),
+            Some(Kind::Event) => Object::Event(Event::deserialize(d)?),
+            Some(Kind::Lease) => Object::Lease(Lease::deserialize(d)?),
         };
         Ok(Typed(Some(object)))
     }

@@ -47,6 +47,15 @@ pub const EPOCH_UNIX_MS: i64 = 1_767_225_600_000;
 /// Alphabet Kubernetes uses for generated name suffixes (no vowels, no confusable digits).
 const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
+/// The watch log no longer holds the changes asked for (see
+/// [`EmbeddedCluster::compact_log`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the watch log was compacted up to resourceVersion {floor}")]
+pub struct LogCompacted {
+    /// The oldest resourceVersion a reader may still ask changes after.
+    pub floor: u64,
+}
+
 /// An in-memory cluster store with a virtual clock. See the module documentation.
 pub struct EmbeddedCluster {
     objects: BTreeMap<ObjectRef, Object>,
@@ -56,6 +65,8 @@ pub struct EmbeddedCluster {
     dependents: FxHashMap<String, BTreeSet<ObjectRef>>,
     resource_version: u64,
     log: Vec<WatchEvent>,
+    /// Log entries up to this resourceVersion were compacted away.
+    log_floor: u64,
     events: Vec<EventRecord>,
     now_ms: u64,
     uid_counter: u64,
@@ -89,6 +100,7 @@ impl EmbeddedCluster {
             dependents: FxHashMap::default(),
             resource_version: 0,
             log: Vec::new(),
+            log_floor: 0,
             events: Vec::new(),
             now_ms: 0,
             uid_counter: 0,
@@ -131,6 +143,74 @@ impl EmbeddedCluster {
     /// Number of entries in the watch log.
     pub fn watch_log_len(&self) -> usize {
         self.log.len()
+    }
+
+    /// Compacts the watch log: forgets the entries with a resourceVersion up to `through`
+    /// (at most the current one). The simulator never compacts; `placer cluster` does, so
+    /// a long run stays bounded. A reader asking for changes after an earlier version
+    /// cannot be answered from the log any more: [`EmbeddedCluster::log_since`] says so
+    /// (an API watch answers 410 Gone), and [`ClusterStore::watch_since`] answers with the
+    /// surviving objects changed since then as `Added`, then the log.
+    pub fn compact_log(&mut self, through: u64) {
+        let through = through.min(self.resource_version);
+        if through <= self.log_floor {
+            return;
+        }
+        let cut = self.log.partition_point(|e| e.resource_version <= through);
+        self.log.drain(..cut);
+        self.log_floor = through;
+    }
+
+    /// The resourceVersion up to which the watch log was compacted (0: never).
+    pub fn log_floor(&self) -> u64 {
+        self.log_floor
+    }
+
+    /// The watch log after `after`, borrowed; `Err` with the floor when entries after
+    /// `after` were compacted away.
+    pub fn log_since(&self, after: u64) -> Result<&[WatchEvent], LogCompacted> {
+        if after < self.log_floor {
+            return Err(LogCompacted { floor: self.log_floor });
+        }
+        let start = self.log.partition_point(|e| e.resource_version <= after);
+        Ok(&self.log[start..])
+    }
+
+    /// `watch_since` for a reader from before the compaction floor: every surviving
+    /// object changed after `after` up to the floor as `Added` (oldest first), then the
+    /// log, where the first event of an object the reader has not been told about is an
+    /// `Added`. Deletions before the floor are lost, as with an expired watch.
+    fn watch_from_state(&self, after: u64) -> Vec<WatchEvent> {
+        let rv_of = |o: &Object| o.metadata().resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
+        let mut snapshot: Vec<(u64, &Object)> = self
+            .objects
+            .values()
+            .filter_map(|o| rv_of(o).map(|rv| (rv, o)))
+            .filter(|(rv, _)| *rv > after && *rv <= self.log_floor)
+            .collect();
+        snapshot.sort_by_key(|(rv, _)| *rv);
+        let mut known: BTreeSet<ObjectRef> = snapshot.iter().map(|(_, o)| o.object_ref()).collect();
+        let mut out: Vec<WatchEvent> = snapshot
+            .into_iter()
+            .map(|(rv, o)| WatchEvent {
+                resource_version: rv,
+                kind: WatchEventKind::Added,
+                object: o.clone(),
+            })
+            .collect();
+        for e in &self.log {
+            let r = e.object.object_ref();
+            let kind = match e.kind {
+                WatchEventKind::Deleted => {
+                    known.remove(&r);
+                    WatchEventKind::Deleted
+                }
+                _ if known.insert(r) => WatchEventKind::Added,
+                other => other,
+            };
+            out.push(WatchEvent { resource_version: e.resource_version, kind, object: e.object.clone() });
+        }
+        out
     }
 
     fn next_rv(&mut self) -> u64 {
@@ -177,16 +257,15 @@ impl EmbeddedCluster {
     fn put(&mut self, r: ObjectRef, mut obj: Object, kind: WatchEventKind) -> Object {
         let rv = self.next_rv();
         obj.metadata_mut().resource_version = Some(rv.to_string());
-        if let Some(old) = self.objects.get(&r) {
-            let old_owners = owner_uids(old);
-            for uid in old_owners {
-                if let Some(set) = self.dependents.get_mut(&uid) {
-                    set.remove(&r);
-                    if set.is_empty() {
-                        self.dependents.remove(&uid);
-                    }
-                }
-            }
+        self.insert_indexed(r, obj.clone());
+        self.log.push(WatchEvent { resource_version: rv, kind, object: obj.clone() });
+        obj
+    }
+
+    /// Inserts or replaces `r` and keeps the uid and owner indexes current (no log entry).
+    fn insert_indexed(&mut self, r: ObjectRef, obj: Object) {
+        if let Some(old) = self.objects.remove(&r) {
+            self.unindex(&r, &old);
         }
         for uid in owner_uids(&obj) {
             self.dependents.entry(uid).or_default().insert(r.clone());
@@ -194,15 +273,12 @@ impl EmbeddedCluster {
         if let Some(uid) = obj.metadata().uid.clone() {
             self.by_uid.insert(uid, r.clone());
         }
-        self.objects.insert(r, obj.clone());
-        self.log.push(WatchEvent { resource_version: rv, kind, object: obj.clone() });
-        obj
+        self.objects.insert(r, obj);
     }
 
-    /// Removes `r` and logs the deletion. Returns the uid of the removed object.
-    fn remove(&mut self, r: &ObjectRef) -> Option<String> {
-        let mut obj = self.objects.remove(r)?;
-        for uid in owner_uids(&obj) {
+    /// Drops `obj` (stored under `r`) from the uid and owner indexes.
+    fn unindex(&mut self, r: &ObjectRef, obj: &Object) {
+        for uid in owner_uids(obj) {
             if let Some(set) = self.dependents.get_mut(&uid) {
                 set.remove(r);
                 if set.is_empty() {
@@ -210,10 +286,18 @@ impl EmbeddedCluster {
                 }
             }
         }
-        let uid = obj.metadata().uid.clone();
-        if let Some(uid) = &uid {
-            self.by_uid.remove(uid);
+        if let Some(uid) = &obj.metadata().uid {
+            if self.by_uid.get(uid) == Some(r) {
+                self.by_uid.remove(uid);
+            }
         }
+    }
+
+    /// Removes `r` and logs the deletion. Returns the uid of the removed object.
+    fn remove(&mut self, r: &ObjectRef) -> Option<String> {
+        let mut obj = self.objects.remove(r)?;
+        self.unindex(r, &obj);
+        let uid = obj.metadata().uid.clone();
         let rv = self.next_rv();
         obj.metadata_mut().resource_version = Some(rv.to_string());
         self.log.push(WatchEvent { resource_version: rv, kind: WatchEventKind::Deleted, object: obj });
@@ -475,8 +559,10 @@ impl ClusterStore for EmbeddedCluster {
     }
 
     fn watch_since(&self, after: u64) -> Vec<WatchEvent> {
-        let start = self.log.partition_point(|e| e.resource_version <= after);
-        self.log[start..].to_vec()
+        match self.log_since(after) {
+            Ok(events) => events.to_vec(),
+            Err(_) => self.watch_from_state(after),
+        }
     }
 }
 
@@ -519,6 +605,7 @@ fn copy_status(from: &Object, to: &mut Object) -> bool {
         (Object::Job(a), Object::Job(b)) => b.status = a.status.clone(),
         (Object::CronJob(a), Object::CronJob(b)) => b.status = a.status.clone(),
         (Object::PodDisruptionBudget(a), Object::PodDisruptionBudget(b)) => b.status = a.status.clone(),
+        (Object::Namespace(a), Object::Namespace(b)) => b.status = a.status.clone(),
         _ => return false,
     }
     true
@@ -728,6 +815,52 @@ mod tests {
         assert_eq!(c.watch_since(2).len(), 1);
         assert!(c.watch_since(3).is_empty());
         assert_eq!(rv(&all[2].object), 3, "a deleted object carries the deletion's resourceVersion");
+    }
+
+    #[test]
+    fn compaction_forgets_old_log_entries_and_says_so() {
+        let mut c = EmbeddedCluster::new();
+        for name in ["a", "b", "c"] {
+            c.create(pod("default", name)).unwrap();
+        }
+        c.delete(&pod_ref("a")).unwrap();
+        c.compact_log(2);
+        assert_eq!(c.log_floor(), 2);
+        assert_eq!(c.watch_log_len(), 2);
+        assert_eq!(c.log_since(1).unwrap_err(), LogCompacted { floor: 2 });
+        let tail: Vec<u64> = c.log_since(2).unwrap().iter().map(|e| e.resource_version).collect();
+        assert_eq!(tail, [3, 4]);
+        c.compact_log(1);
+        assert_eq!(c.log_floor(), 2, "the floor never moves back");
+        c.compact_log(99);
+        assert_eq!((c.log_floor(), c.watch_log_len()), (4, 0), "capped at the current version");
+        assert!(c.log_since(4).unwrap().is_empty());
+    }
+
+    #[test]
+    fn watch_since_before_the_floor_starts_from_the_surviving_objects() {
+        let mut c = EmbeddedCluster::new();
+        for name in ["a", "b", "c", "d"] {
+            c.create(pod("default", name)).unwrap();
+        }
+        c.delete(&pod_ref("a")).unwrap(); // rv 5, compacted: lost for old readers
+        c.compact_log(5);
+        let mut b = c.get(&pod_ref("b")).unwrap();
+        b.metadata_mut().labels = Some([("x".to_string(), "1".to_string())].into());
+        c.update(b).unwrap(); // rv 6
+        c.delete(&pod_ref("c")).unwrap(); // rv 7
+        let seen: Vec<(u64, WatchEventKind, String)> = c
+            .watch_since(1)
+            .into_iter()
+            .map(|e| (e.resource_version, e.kind, e.object.object_ref().name))
+            .collect();
+        use WatchEventKind::{Added, Deleted};
+        assert_eq!(
+            seen,
+            [(4, Added, "d".into()), (6, Added, "b".into()), (7, Deleted, "c".into())],
+            "objects unchanged since the reader's version stay out; b is new to the reader"
+        );
+        assert_eq!(c.watch_since(5).len(), 2, "from the floor on, the log answers");
     }
 
     #[test]

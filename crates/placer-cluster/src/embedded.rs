@@ -37,6 +37,10 @@ use placer_api::k8s::jiff::Timestamp;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 
+mod snapshot;
+
+pub use snapshot::{object_from_json, Counters, Snapshot, SnapshotError};
+
 use crate::{
     Admission, ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError, WatchEvent, WatchEventKind,
 };

@@ -2,13 +2,17 @@
 //! arithmetic it needs.
 //!
 //! A bound pod (`spec.nodeName` set) that is not terminal becomes `Running` (with
-//! `status.startTime` and `Ready` conditions) as soon as the controller sees it bound. If
+//! `status.startTime`, `Ready` conditions and running, ready container statuses, so
+//! `kubectl get pods` shows it `1/1 Running`) as soon as the controller sees it bound. If
 //! its annotation `placer.dev/run-time` holds a duration (Go syntax: `30s`, `5m`, `1h30m`,
 //! `1.5s`, `250ms`), it becomes `Succeeded` once the clock reaches `startTime + run time`.
 //! Without the annotation it runs until something else ends it.
 
 use placer_api::annotations::SIM_RUN_TIME;
-use placer_api::k8s::api::core::v1::{Pod, PodCondition, PodStatus};
+use placer_api::k8s::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus, Pod, PodCondition,
+    PodStatus,
+};
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::Time;
 use placer_api::k8s::jiff::Timestamp;
 
@@ -169,13 +173,57 @@ pub fn kubelet_step(pod: &Pod, clock: &Clock, run_time: Option<u64>) -> KubeletS
         for t in ["Ready", "ContainersReady"] {
             set_condition(&mut status, clock, t, "False", Some("PodCompleted"));
         }
+        status.container_statuses = Some(container_statuses(pod, clock, start_ms, true));
         changed = true;
     } else {
         for t in ["Initialized", "ContainersReady", "Ready"] {
             changed |= set_condition(&mut status, clock, t, "True", None);
         }
+        if status.container_statuses.is_none() {
+            status.container_statuses = Some(container_statuses(pod, clock, start_ms, false));
+            changed = true;
+        }
     }
     KubeletStep { status: changed.then_some(status), wake_at_ms }
+}
+
+/// Container statuses as a kubelet reports them: every container running (ready) since
+/// the pod started, or terminated with exit code 0 once the pod succeeded.
+fn container_statuses(pod: &Pod, clock: &Clock, start_ms: u64, finished: bool) -> Vec<ContainerStatus> {
+    let started = clock.time(start_ms);
+    let containers = pod.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or(&[]);
+    containers
+        .iter()
+        .map(|c| {
+            let state = if finished {
+                ContainerState {
+                    terminated: Some(ContainerStateTerminated {
+                        exit_code: 0,
+                        reason: Some("Completed".to_string()),
+                        started_at: Some(started.clone()),
+                        finished_at: Some(clock.now()),
+                        ..ContainerStateTerminated::default()
+                    }),
+                    ..ContainerState::default()
+                }
+            } else {
+                ContainerState {
+                    running: Some(ContainerStateRunning { started_at: Some(started.clone()) }),
+                    ..ContainerState::default()
+                }
+            };
+            ContainerStatus {
+                name: c.name.clone(),
+                image: c.image.clone().unwrap_or_default(),
+                image_id: String::new(),
+                ready: !finished,
+                started: Some(!finished),
+                restart_count: 0,
+                state: Some(state),
+                ..ContainerStatus::default()
+            }
+        })
+        .collect()
 }
 
 /// Sets a pod condition; returns whether anything changed. Other conditions (e.g. the

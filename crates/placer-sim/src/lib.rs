@@ -31,7 +31,7 @@ pub use expect::{CheckReport, Failure};
 pub use load::{load_file, load_str, LoadError, Problem};
 pub use metrics::MetricsRecorder;
 pub use report::{ClusterSummary, GroupRow, GroupState};
-pub use run::{run, scheduler_config, RunError, RunOptions, RunReport};
+pub use run::{run, scheduler_config, setup_cluster, RunError, RunOptions, RunReport};
 pub use scenario::Scenario;
 
 /// What became of one scenario file.

@@ -251,8 +251,8 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
 }
 
 /// Creates the initial nodes and bound pods. Returns the uids of pods whose phase the
-/// scenario fixed (the simulated kubelet leaves them alone).
-fn setup_cluster(s: &Scenario, store: &mut EmbeddedCluster) -> Result<HashSet<String>, String> {
+/// scenario fixed (the simulated kubelet leaves them alone). Also used by `placer cluster`.
+pub fn setup_cluster(s: &Scenario, store: &mut EmbeddedCluster) -> Result<HashSet<String>, String> {
     let mut nodes: Vec<(String, Object)> =
         s.nodes.iter().map(|m| (m.path.clone(), m.object.clone())).collect();
     if let Some(g) = &s.generate {

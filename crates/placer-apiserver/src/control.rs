@@ -1,0 +1,142 @@
+//! The controller thread: the embedded cluster's controllers (Job, CronJob, the simulated
+//! kubelet and, with `--scheduler embedded`, the scheduler) run to a fixed point after
+//! every API write and whenever one of them has timed work due, on the store's virtual
+//! clock mapped onto the wall clock. Between passes it expires old Events, compacts the
+//! watch log to its configured size and folds a long journal into a new snapshot.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use placer_api::gates::FeatureGates;
+use placer_cluster::ClusterStore;
+use placer_controllers::cronjob::CronJobController;
+use placer_controllers::job::JobController;
+use placer_controllers::scheduler::SchedulerController;
+use placer_controllers::Controller;
+use placer_engine::SchedulerConfig;
+use placer_sim::kubelet::SimKubelet;
+use placer_sim::MetricsRecorder;
+
+use crate::events::ControllerStore;
+use crate::state::Shared;
+
+/// Reconcile rounds one pass may take before it yields (a controller that keeps writing).
+const MAX_ROUNDS: usize = 10_000;
+/// Longest wait between passes without a write or a wake-up.
+const IDLE: Duration = Duration::from_secs(1);
+/// How often old Events are expired.
+const EVENT_SWEEP: Duration = Duration::from_secs(10);
+
+/// What the controller thread runs and keeps bounded.
+#[derive(Debug, Clone)]
+pub struct ControlOptions {
+    /// `Some`: the embedded scheduler runs with this configuration.
+    pub scheduler: Option<SchedulerConfig>,
+    pub gates: FeatureGates,
+    /// Watch log entries kept for watchers (older ones answer 410 Gone).
+    pub watch_cache_size: usize,
+    /// Events are deleted this long (store time) after they were last seen.
+    pub event_ttl_ms: u64,
+    /// Journal lines after which the state file is rewritten as one snapshot.
+    pub journal_limit: usize,
+}
+
+/// The controllers of `placer cluster`, in the simulator's order. Pods whose uid is in
+/// `frozen` keep the phase the scenario gave them.
+pub fn controllers(
+    options: &ControlOptions,
+    frozen: HashSet<String>,
+    metrics: &MetricsRecorder,
+) -> Vec<Box<dyn Controller>> {
+    let mut list: Vec<Box<dyn Controller>> = vec![Box::new(JobController::new(options.gates.clone()))];
+    if let Some(config) = &options.scheduler {
+        list.push(Box::new(SchedulerController::new(config.clone(), Box::new(metrics.clone()))));
+    }
+    list.push(Box::new(SimKubelet::new(frozen)));
+    list.push(Box::new(CronJobController::new()));
+    // Hook: the node lifecycle controller (NotReady taints and evictions, seed 002) and the
+    // DRA ResourceClaim controller (seed 004) join this list once they exist; nothing else
+    // needs to change (they are controllers over the same store).
+    list
+}
+
+/// Runs the controllers until `stop` is set (then wake the thread through
+/// [`Shared::control`]).
+pub fn run(
+    shared: Arc<Shared>,
+    mut controllers: Vec<Box<dyn Controller>>,
+    options: ControlOptions,
+    stop: Arc<AtomicBool>,
+) {
+    let mut last_sweep = Instant::now();
+    let mut errors_seen: HashSet<String> = HashSet::new();
+    let mut guard = shared.lock();
+    while !stop.load(Ordering::SeqCst) {
+        guard.dirty = false;
+        let inner = &mut *guard;
+        let mut view = ControllerStore { store: &mut inner.store, events: &mut inner.events };
+        let mut rounds = 0;
+        loop {
+            let before = view.resource_version();
+            let mut wrote = false;
+            for c in controllers.iter_mut() {
+                match c.reconcile(&mut view) {
+                    Ok(w) => wrote |= w,
+                    Err(e) => {
+                        let text = e.to_string();
+                        if errors_seen.len() < 1000 && errors_seen.insert(text.clone()) {
+                            tracing::warn!(error = %text, "controller error (it retries)");
+                        }
+                    }
+                }
+            }
+            rounds += 1;
+            if (!wrote && view.resource_version() == before) || rounds >= MAX_ROUNDS {
+                if rounds >= MAX_ROUNDS {
+                    tracing::warn!(rounds, "controllers still writing; yielding");
+                }
+                break;
+            }
+        }
+        let next_ms = controllers.iter().filter_map(|c| c.next_wakeup_ms()).min();
+        if last_sweep.elapsed() >= EVENT_SWEEP {
+            last_sweep = Instant::now();
+            let ttl = options.event_ttl_ms;
+            let inner = &mut *guard;
+            let expired = inner.events.expire(&mut inner.store, ttl);
+            if expired > 0 {
+                tracing::debug!(expired, "expired events");
+            }
+        }
+        // Every controller has read the log up to here; watchers keep the newest entries.
+        let rv = guard.store.resource_version();
+        let keep = options.watch_cache_size as u64;
+        if guard.store.watch_log_len() as u64 > keep {
+            guard.store.compact_log(rv.saturating_sub(keep));
+        }
+        shared.announce(&mut guard);
+        let limit = options.journal_limit.max(guard.store.len());
+        let inner = &mut *guard;
+        if let Some(j) = inner.journal.as_mut() {
+            if j.lines() > limit {
+                if let Err(e) = j.rewrite(&inner.store) {
+                    tracing::error!(error = %e, "cannot rewrite the state file");
+                }
+            }
+        }
+        let wait = match next_ms {
+            Some(t) => guard.clock.until(t).min(IDLE),
+            None => IDLE,
+        };
+        if rounds >= MAX_ROUNDS {
+            drop(guard);
+            std::thread::sleep(Duration::from_millis(10));
+            guard = shared.lock();
+        } else if !wait.is_zero() && !guard.dirty {
+            guard = shared.wait(guard, wait);
+        }
+    }
+    tracing::debug!("controller thread stopped");
+}

@@ -10,6 +10,7 @@
 //! complete), 2 on bad input (unreadable, malformed or invalid files, bad arguments).
 
 mod bench;
+mod cluster;
 mod output;
 mod serve;
 mod simulate;
@@ -35,6 +36,8 @@ enum Command {
     Validate(validate::Args),
     // No doc comment: it would replace the long help defined in `serve`.
     Serve(serve::ServeArgs),
+    // No doc comment: the long help is defined in `cluster`.
+    Cluster(cluster::Args),
     /// Measure the engine: throughput, decision latency, scaling, optimized vs baseline.
     Bench(bench::Args),
 }
@@ -56,23 +59,26 @@ impl From<Status> for ExitCode {
     }
 }
 
-fn init_tracing() {
+fn init_tracing(default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("PLACER_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     // A second initialization (never happens in the binary) would only be ignored.
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Serve(_)) {
-        init_tracing(); // `serve` sets up its own logging
+    match cli.command {
+        Command::Serve(_) => {} // `serve` sets up its own logging
+        Command::Cluster(_) => init_tracing("info"),
+        _ => init_tracing("warn"),
     }
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Cluster(args) => cluster::run(args),
     };
     match result {
         Ok(status) => status.into(),

@@ -1,8 +1,9 @@
 //! The simulated node side for pods no Job owns: a kubelet that runs bound pods, and the
 //! pod garbage collector that removes pods of deleted nodes.
 //!
-//! Pods owned by a Job are run by the Job controller's own simulated kubelet
-//! (`placer_controllers::job::kubelet`); this controller runs every other pod with the
+//! Pods owned by a Job the embedded Job controller manages are run by that controller's
+//! own simulated kubelet (`placer_controllers::job::kubelet`); this controller runs every
+//! other pod (including those of Jobs another controller manages) with the
 //! same rules (bound -> `Running` with `startTime`; with `placer.dev/run-time`,
 //! `Succeeded` once it has elapsed). Pods listed in `cluster.pods` with an explicit phase
 //! other than `Running` are left as written (a bound `Pending` pod stays `Pending`).
@@ -12,6 +13,7 @@ use std::collections::{BTreeSet, HashSet};
 use placer_api::k8s::api::core::v1::Pod;
 use placer_cluster::{ClusterStore, Kind, Object, ObjectRef, WatchEventKind};
 use placer_controllers::job::kubelet::{kubelet_step, run_time_ms, Clock};
+use placer_controllers::job::DEFAULT_MANAGED_BY;
 use placer_controllers::{Controller, ControllerError};
 
 /// Reporter / controller name.
@@ -33,17 +35,34 @@ impl SimKubelet {
         SimKubelet { seen_rv: 0, frozen, timers: BTreeSet::new() }
     }
 
-    fn owned_by_job(pod: &Pod) -> bool {
-        pod.metadata
+    /// Pods of Jobs the embedded Job controller manages (`spec.managedBy` unset or
+    /// `kubernetes.io/job-controller`) are run by that controller's own simulated
+    /// kubelet. Pods of Jobs another controller manages (`placer serve`'s Job controller
+    /// against `placer cluster`) are run here, as a kubelet runs every pod.
+    fn run_by_job_controller(store: &dyn ClusterStore, pod: &Pod) -> bool {
+        let owner = pod
+            .metadata
             .owner_references
             .iter()
             .flatten()
-            .any(|o| o.controller == Some(true) && o.kind == "Job" && o.api_version == "batch/v1")
+            .find(|o| o.controller == Some(true) && o.kind == "Job" && o.api_version == "batch/v1");
+        let Some(owner) = owner else { return false };
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        match store.get(&ObjectRef::new(Kind::Job, namespace, owner.name.clone())) {
+            Some(Object::Job(job)) => job
+                .spec
+                .as_ref()
+                .and_then(|s| s.managed_by.as_deref())
+                .is_none_or(|m| m == DEFAULT_MANAGED_BY),
+            _ => true,
+        }
     }
 
     /// Runs one kubelet step for `pod`; returns whether it wrote.
     fn step(&mut self, store: &mut dyn ClusterStore, pod: &Pod) -> Result<bool, ControllerError> {
-        if Self::owned_by_job(pod) || pod.metadata.uid.as_ref().is_some_and(|u| self.frozen.contains(u)) {
+        if Self::run_by_job_controller(store, pod)
+            || pod.metadata.uid.as_ref().is_some_and(|u| self.frozen.contains(u))
+        {
             return Ok(false);
         }
         let run_time = match run_time_ms(pod) {
@@ -198,6 +217,35 @@ mod tests {
         assert_eq!(phase(&store, "a").as_deref(), Some("Succeeded"));
         assert_eq!(k.next_wakeup_ms(), None);
         assert!(!k.reconcile(&mut store).unwrap(), "settled");
+    }
+
+    #[test]
+    fn pods_of_jobs_managed_elsewhere_run_here() {
+        use placer_api::k8s::api::batch::v1::{Job, JobSpec};
+        use placer_api::k8s::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let mut store = EmbeddedCluster::new();
+        store.create(node("n1")).unwrap();
+        for (job, managed_by) in [("ours", None), ("theirs", Some("placer.dev/job-controller"))] {
+            let mut j = Job::default();
+            j.metadata.name = Some(job.into());
+            j.metadata.namespace = Some("default".into());
+            j.spec = Some(JobSpec { managed_by: managed_by.map(str::to_string), ..Default::default() });
+            let uid = store.create(Object::Job(j)).unwrap().metadata().uid.clone().unwrap();
+            let mut p = pod(&format!("{job}-0"), Some("n1"), None);
+            p.metadata_mut().owner_references = Some(vec![OwnerReference {
+                api_version: "batch/v1".into(),
+                kind: "Job".into(),
+                name: job.into(),
+                uid,
+                controller: Some(true),
+                ..Default::default()
+            }]);
+            store.create(p).unwrap();
+        }
+        let mut k = SimKubelet::default();
+        k.reconcile(&mut store).unwrap();
+        assert_eq!(phase(&store, "ours-0").as_deref(), Some("Pending"), "the Job controller runs it");
+        assert_eq!(phase(&store, "theirs-0").as_deref(), Some("Running"));
     }
 
     #[test]

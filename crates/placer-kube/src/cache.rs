@@ -13,7 +13,10 @@
 //!   answered) is ignored. The API server hands out increasing integers (etcd revisions);
 //!   versions that are not integers are compared for equality only;
 //! * a different `uid` under the same name is a recreated object: `Deleted` for the old
-//!   one, then `Added`.
+//!   one, then `Added`;
+//! * the answer to our own write about an object the watch has already reported deleted
+//!   (a `DELETE` answered with the object, whose watch event overtook the answer) is
+//!   dropped: uids are never reused, so the cache remembers recently deleted ones.
 //!
 //! A relist (initial sync, or after the watch expired with 410 Gone) is applied as a
 //! diff against the cache when it completes: `Added` / `Modified` for what changed,
@@ -106,7 +109,14 @@ pub(crate) struct Cache {
     synced: BTreeSet<Kind>,
     /// Bumped by [`Shared::wake`] so waiters return early.
     wake_generation: u64,
+    /// Uids of objects seen deleted, most recent last (bounded by [`DELETED_UIDS`]).
+    deleted_uids: HashSet<String>,
+    deleted_order: VecDeque<String>,
 }
+
+/// How many deleted uids the cache remembers (a local write's answer arrives within
+/// moments of its watch event; this is a generous margin).
+const DELETED_UIDS: usize = 100_000;
 
 impl Cache {
     pub fn resource_version(&self) -> u64 {
@@ -123,6 +133,9 @@ impl Cache {
     /// duplicate or stale copy; `Deleted` + `Added` for a recreated object).
     pub fn apply(&mut self, obj: Object, source: Source) -> Vec<WatchEventKind> {
         let r = obj.object_ref();
+        if source == Source::LocalWrite && uid(&obj).is_some_and(|u| self.deleted_uids.contains(u)) {
+            return Vec::new();
+        }
         if source == Source::LocalWrite {
             if let Some(set) = self.written_during_relist.get_mut(&r.kind) {
                 set.insert(r.clone());
@@ -164,8 +177,22 @@ impl Cache {
             return false;
         }
         self.objects.remove(&r);
+        self.forget_uid(&obj);
         self.record(WatchEventKind::Deleted, Arc::new(obj));
         true
+    }
+
+    /// Remembers that `obj`'s uid is gone for good.
+    fn forget_uid(&mut self, obj: &Object) {
+        let Some(u) = uid(obj) else { return };
+        if self.deleted_uids.insert(u.to_string()) {
+            self.deleted_order.push_back(u.to_string());
+            if self.deleted_order.len() > DELETED_UIDS {
+                if let Some(old) = self.deleted_order.pop_front() {
+                    self.deleted_uids.remove(&old);
+                }
+            }
+        }
     }
 
     /// A relist of `kind` starts (the watcher's `Init`).
@@ -206,6 +233,7 @@ impl Cache {
             .collect();
         for r in gone {
             if let Some(entry) = self.objects.remove(&r) {
+                self.forget_uid(&entry.object);
                 self.record(WatchEventKind::Deleted, entry.object);
                 outcome.deleted += 1;
             }
@@ -424,6 +452,19 @@ mod tests {
             c.get(&pod("a", "u1", "").object_ref()).unwrap().metadata().resource_version.as_deref(),
             Some("20")
         );
+    }
+
+    #[test]
+    fn the_late_answer_to_our_write_does_not_bring_back_a_deleted_object() {
+        let mut c = Cache::default();
+        c.apply(pod("a", "u1", "5"), Source::Watch);
+        // We delete it; the watch reports the deletion before the DELETE's answer (the
+        // object, as a pod delete returns it) is handled.
+        assert!(c.delete(pod("a", "u1", "6")));
+        assert!(c.apply(pod("a", "u1", "5"), Source::LocalWrite).is_empty());
+        assert!(c.get(&pod("a", "", "").object_ref()).is_none());
+        // A new object of that name is another uid and is recorded.
+        assert_eq!(c.apply(pod("a", "u2", "9"), Source::LocalWrite), vec![Added]);
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! lease released so a standby replica takes over at once instead of waiting for expiry.
 //!
 //! kube-lease-manager reads the Lease (`get`), creates it when missing (`create`) and takes
-//! or renews it with server-side apply and strategic merge patches (`patch`).
+//! or renews it with server-side apply and strategic merge patches (`patch`). Each
+//! replica applies as its own field manager ([`field_manager`]), so two replicas taking
+//! an orphaned lease at once conflict instead of both winning.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -80,6 +82,18 @@ pub fn identity() -> String {
     format!("{base}_{:08x}", h.finish() as u32)
 }
 
+/// The field manager of this replica's writes to the Lease. It must differ between
+/// replicas: taking an orphaned lease is a server-side apply of `holderIdentity`, and only
+/// an apply by *another* manager conflicts (409) — with one shared manager, two replicas
+/// racing for the lease both succeed and both lead until the next renewal.
+pub fn field_manager(identity: &str) -> String {
+    let mut m = format!("placer-leader-election/{identity}");
+    while m.len() > 128 {
+        m.pop();
+    }
+    m
+}
+
 /// The lease namespace: the configured one, else `POD_NAMESPACE`, else the service
 /// account's namespace, else `default`.
 pub fn lease_namespace(settings: &LeaderElectionSettings) -> String {
@@ -118,7 +132,7 @@ pub async fn run_election(
             .with_identity(identity.clone())
             .with_duration(settings.lease_duration_seconds)
             .with_grace(settings.renew_grace_seconds)
-            .with_field_manager("placer".to_string())
+            .with_field_manager(field_manager(&identity))
             .build()
             .await;
         let manager = match manager {
@@ -226,5 +240,14 @@ mod tests {
         };
         assert_eq!(lease_namespace(&s), "placer-system");
         assert!(identity().contains('_'));
+    }
+
+    #[test]
+    fn every_replica_writes_the_lease_as_its_own_field_manager() {
+        let a = field_manager("placer-6c9f7d8b5d-4x2kq_9f2c11ab");
+        let b = field_manager("placer-6c9f7d8b5d-n8wzt_0a1b2c3d");
+        assert_ne!(a, b);
+        assert_eq!(a, "placer-leader-election/placer-6c9f7d8b5d-4x2kq_9f2c11ab");
+        assert!(field_manager(&"x".repeat(300)).len() <= 128, "the API's limit");
     }
 }

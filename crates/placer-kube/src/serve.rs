@@ -200,6 +200,8 @@ pub async fn run(
     let listener = tokio::net::TcpListener::bind(settings.metrics_addr)
         .await
         .with_context(|| format!("cannot listen on metricsAddr {}", settings.metrics_addr))?;
+    // With port 0 the system picks the port: log the one in use.
+    let metrics_addr = listener.local_addr().unwrap_or(settings.metrics_addr);
     let (http_stop_tx, http_stop_rx) = oneshot::channel::<()>();
     let http_task = tokio::spawn(async move {
         let result = axum::serve(listener, http::router(health))
@@ -212,7 +214,7 @@ pub async fn run(
         }
     });
     tracing::info!(
-        addr = %settings.metrics_addr,
+        addr = %metrics_addr,
         scheduler = %settings.scheduler_name,
         "serving /metrics, /healthz, /readyz",
     );

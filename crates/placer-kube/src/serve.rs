@@ -76,7 +76,14 @@ pub fn init_logging(json: bool) {
             .with_writer(std::io::stderr)
             .try_init()
     } else {
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init()
+        // Colour codes only on a terminal: in a pod (`kubectl logs`) or a log file they
+        // would be noise around every field.
+        use std::io::IsTerminal;
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init()
     };
     let _ = result;
 }

@@ -1,16 +1,18 @@
 //! The controller thread: the embedded cluster's controllers (Job, CronJob, the simulated
 //! kubelet and, with `--scheduler embedded`, the scheduler) run to a fixed point after
 //! every API write and whenever one of them has timed work due, on the store's virtual
-//! clock mapped onto the wall clock. Between passes it expires old Events, compacts the
+//! clock mapped onto the wall clock. It also finishes deleting terminating namespaces
+//! (the namespace controller). Between passes it expires old Events, compacts the
 //! watch log to its configured size and folds a long journal into a new snapshot.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use placer_api::gates::FeatureGates;
-use placer_cluster::ClusterStore;
+use placer_cluster::embedded::EmbeddedCluster;
+use placer_cluster::{ClusterStore, Kind, Object, ObjectRef, StoreError};
 use placer_controllers::cronjob::CronJobController;
 use placer_controllers::job::JobController;
 use placer_controllers::scheduler::SchedulerController;
@@ -62,6 +64,63 @@ pub fn controllers(
     list
 }
 
+/// How long a namespace stays `Terminating` before its content is deleted: the real
+/// namespace controller takes seconds, and `kubectl delete -f` of a file that holds a
+/// namespace and objects in it deletes them one by one in the meantime.
+const NAMESPACE_GRACE: Duration = Duration::from_secs(1);
+
+/// The namespace controller: deletes everything in a `Terminating` namespace, then the
+/// namespace, [`NAMESPACE_GRACE`] after it started terminating.
+#[derive(Debug, Default)]
+pub struct NamespaceController {
+    terminating_since: HashMap<String, Instant>,
+}
+
+impl NamespaceController {
+    /// Finalizes the namespaces that are due; returns the wait until the next one is.
+    pub fn run(&mut self, store: &mut EmbeddedCluster) -> Option<Duration> {
+        let terminating: Vec<String> = store
+            .list(Kind::Namespace)
+            .into_iter()
+            .filter(|o| matches!(o, Object::Namespace(ns) if ns.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Terminating")))
+            .filter_map(|o| o.metadata().name.clone())
+            .collect();
+        self.terminating_since.retain(|name, _| terminating.contains(name));
+        let mut next: Option<Duration> = None;
+        for name in terminating {
+            let since = *self.terminating_since.entry(name.clone()).or_insert_with(Instant::now);
+            let left = NAMESPACE_GRACE.saturating_sub(since.elapsed());
+            if !left.is_zero() {
+                next = Some(next.map_or(left, |n| n.min(left)));
+                continue;
+            }
+            finalize_namespace(store, &name);
+            self.terminating_since.remove(&name);
+        }
+        next
+    }
+}
+
+/// Deletes every object in namespace `name`, then the namespace.
+fn finalize_namespace(store: &mut EmbeddedCluster, name: &str) {
+    for kind in Kind::ALL.into_iter().filter(|k| k.namespaced()) {
+        for o in store.list(kind) {
+            if o.metadata().namespace.as_deref() == Some(name) {
+                if let Err(e) = store.delete(&o.object_ref()) {
+                    if !matches!(e, StoreError::NotFound(_)) {
+                        tracing::warn!(error = %e, namespace = %name, "cannot delete an object of a terminating namespace");
+                    }
+                }
+            }
+        }
+    }
+    if let Err(e) = store.delete(&ObjectRef::new(Kind::Namespace, "", name)) {
+        if !matches!(e, StoreError::NotFound(_)) {
+            tracing::warn!(error = %e, namespace = %name, "cannot delete a terminating namespace");
+        }
+    }
+}
+
 /// Runs the controllers until `stop` is set (then wake the thread through
 /// [`Shared::control`]).
 pub fn run(
@@ -71,10 +130,12 @@ pub fn run(
     stop: Arc<AtomicBool>,
 ) {
     let mut last_sweep = Instant::now();
+    let mut namespaces = NamespaceController::default();
     let mut errors_seen: HashSet<String> = HashSet::new();
     let mut guard = shared.lock();
     while !stop.load(Ordering::SeqCst) {
         guard.dirty = false;
+        let namespace_due = namespaces.run(&mut guard.store);
         let inner = &mut *guard;
         let mut view = ControllerStore { store: &mut inner.store, events: &mut inner.events };
         let mut rounds = 0;
@@ -126,10 +187,13 @@ pub fn run(
                 }
             }
         }
-        let wait = match next_ms {
+        let mut wait = match next_ms {
             Some(t) => guard.clock.until(t).min(IDLE),
             None => IDLE,
         };
+        if let Some(due) = namespace_due {
+            wait = wait.min(due.max(Duration::from_millis(10)));
+        }
         if rounds >= MAX_ROUNDS {
             drop(guard);
             std::thread::sleep(Duration::from_millis(10));

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::LabelSelector as MetaSelector;
 use placer_cluster::embedded::EmbeddedCluster;
-use placer_cluster::{ClusterStore, Kind, Object, ObjectRef, StoreError};
+use placer_cluster::{ClusterStore, Kind, Object, ObjectRef};
 use serde_json::{json, Value};
 
 use crate::admission;
@@ -661,18 +661,15 @@ fn delete_one(
     }
     let uid = meta.uid.clone().unwrap_or_default();
     if target.kind == Kind::Namespace {
-        // The namespace controller's work, at once: everything in it goes first.
-        for kind in Kind::ALL.into_iter().filter(|k| k.namespaced()) {
-            for o in inner.store.list(kind) {
-                if o.metadata().namespace.as_deref() == Some(target.name.as_str()) {
-                    match inner.store.delete(&o.object_ref()) {
-                        Ok(()) | Err(StoreError::NotFound(_)) => {}
-                        Err(e) => return Err(ApiError::from_store(e)),
-                    }
-                }
-            }
-        }
-    } else if opts.propagation.as_deref() == Some("Orphan") && !uid.is_empty() {
+        // Terminating: the namespace controller (the controller thread) deletes what is in
+        // it, then the namespace itself.
+        let Object::Namespace(mut ns) = obj.clone() else { return Ok(obj) };
+        ns.status.get_or_insert_with(Default::default).phase = Some("Terminating".into());
+        ns.metadata.resource_version = None;
+        let updated = inner.store.update_status(Object::Namespace(ns)).map_err(ApiError::from_store)?;
+        return Ok(updated);
+    }
+    if opts.propagation.as_deref() == Some("Orphan") && !uid.is_empty() {
         orphan_dependents(&mut inner.store, &uid)?;
     }
     inner.store.delete(target).map_err(ApiError::from_store)?;
@@ -808,7 +805,9 @@ fn bind(shared: &Shared, namespace: &str, name: &str, c: &Call<'_>) -> ApiResult
                 &format!("pod {name} is already assigned to node \"{bound}\""),
             ));
         }
-        inner.store.bind(namespace, name, &uid, &node).map_err(ApiError::from_store)
+        inner.store.bind(namespace, name, &uid, &node).map_err(ApiError::from_store)?;
+        tracing::debug!(pod = %format!("{namespace}/{name}"), uid = pod.metadata.uid.as_deref().unwrap_or(""), %node, "pod bound");
+        Ok(())
     })?;
     Ok(Reply::ok(201, success(201, None)))
 }

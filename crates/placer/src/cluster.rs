@@ -2,6 +2,7 @@
 //! loopback address, for kubectl, `placer serve` and other clients (see
 //! `docs/serve.md`). A simulator feature, not a production API server.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,8 +11,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::ValueEnum;
 use placer_api::gates::FeatureGates;
+use placer_apiserver::admission::SYSTEM_NAMESPACES;
 use placer_apiserver::{ClusterOptions, Setup};
 use placer_cluster::embedded::EmbeddedCluster;
+use placer_cluster::Kind;
 use placer_controllers::job::kubelet::parse_duration_ms;
 use placer_engine::SchedulerConfig;
 use placer_sim::{load_file, scheduler_config, setup_cluster, Scenario};
@@ -97,14 +100,33 @@ fn duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
     parse_duration_ms(text).map(Duration::from_millis).with_context(|| format!("--{flag}"))
 }
 
-/// The scenario's submit manifests, one YAML document each.
+/// The scenario's submit manifests, one YAML document each, after a Namespace for each
+/// namespace they use that a cluster does not have from the start (so `kubectl create -f`
+/// works on an empty cluster).
 fn print_manifests(s: &Scenario) -> anyhow::Result<()> {
+    let declared: BTreeSet<String> = s
+        .submit
+        .iter()
+        .filter(|m| m.object.kind() == Kind::Namespace)
+        .filter_map(|m| m.object.metadata().name.clone())
+        .collect();
+    let mut docs: Vec<serde_json::Value> = s
+        .submit
+        .iter()
+        .filter(|m| m.object.kind().namespaced())
+        .filter_map(|m| m.object.metadata().namespace.clone())
+        .filter(|ns| !SYSTEM_NAMESPACES.contains(&ns.as_str()) && !declared.contains(ns))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .map(|ns| serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+        .collect();
+    docs.extend(s.submit.iter().map(|m| m.object.to_json()));
     let mut out = std::io::stdout().lock();
-    for (i, m) in s.submit.iter().enumerate() {
+    for (i, doc) in docs.iter().enumerate() {
         if i > 0 {
             writeln!(out, "---")?;
         }
-        let text = serde_saphyr::to_string(&m.object.to_json()).context("writing YAML")?;
+        let text = serde_saphyr::to_string(doc).context("writing YAML")?;
         write!(out, "{text}")?;
     }
     Ok(())

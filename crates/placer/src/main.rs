@@ -63,7 +63,12 @@ fn init_tracing(default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("PLACER_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     // A second initialization (never happens in the binary) would only be ignored.
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    use std::io::IsTerminal;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
 }
 
 fn main() -> ExitCode {

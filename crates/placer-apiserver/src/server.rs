@@ -100,7 +100,7 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         Some(Ok(t)) => t,
     };
     if parts.method == Method::GET && query.flag("watch") {
-        return match WatchSpec::parse(&target, &query) {
+        return match WatchSpec::parse(&target, &query, &accept) {
             Ok(spec) => Response::builder()
                 .status(StatusCode::OK)
                 .header(header::CONTENT_TYPE, "application/json")

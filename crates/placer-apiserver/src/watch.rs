@@ -8,6 +8,7 @@
 //!   client relists).
 //! * Label and field selectors filter; an object that stops matching is sent as `DELETED`,
 //!   one that starts matching as `ADDED`, as kube-apiserver's watch cache does.
+//! * With a Table `Accept` (`kubectl get -w`) every object is sent as a one-row Table.
 //! * `allowWatchBookmarks=true` adds a `BOOKMARK` with the current resourceVersion every
 //!   few seconds of quiet; `timeoutSeconds` ends the stream (default 30 minutes).
 
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
+use placer_api::k8s::jiff::Timestamp;
 use placer_cluster::{ClusterStore, Object, ObjectRef, WatchEventKind};
 use serde_json::{json, Value};
 use tokio::sync::watch;
@@ -28,6 +30,7 @@ use crate::request::{Query, Target};
 use crate::resources::{Conversion, Resource};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::state::Shared;
+use crate::table::{self, IncludeObject};
 
 /// Quiet time after which a bookmark is sent (when asked for).
 const BOOKMARK_EVERY: Duration = Duration::from_secs(15);
@@ -53,10 +56,12 @@ pub struct WatchSpec {
     initial_events_end: bool,
     timeout: Duration,
     start: Start,
+    /// `kubectl get -w`: every object as a one-row Table (version, row objects).
+    table: Option<(&'static str, IncludeObject)>,
 }
 
 impl WatchSpec {
-    pub fn parse(target: &Target, query: &Query) -> ApiResult<WatchSpec> {
+    pub fn parse(target: &Target, query: &Query, accept: &str) -> ApiResult<WatchSpec> {
         let (resource, namespace, name) = match target {
             Target::Collection { resource, namespace } => (*resource, namespace.clone(), None),
             Target::Object { resource, namespace, name, subresource: None } => {
@@ -92,7 +97,27 @@ impl WatchSpec {
             initial_events_end: send_initial && query.flag("allowWatchBookmarks"),
             timeout,
             start,
+            table: table::wants_table(accept).map(|v| (v, IncludeObject::parse(query.get("includeObject")))),
         })
+    }
+
+    /// An object as the watch sends it.
+    fn render(&self, o: &Object, now: Timestamp, rv: u64) -> Value {
+        match self.table {
+            None => served(self.resource, o),
+            Some((version, include)) => {
+                let meta = json!({"resourceVersion": rv.to_string()});
+                table::table(
+                    self.resource.kind,
+                    std::slice::from_ref(o),
+                    |x| served(self.resource, x),
+                    now,
+                    version,
+                    include,
+                    meta,
+                )
+            }
+        }
     }
 
     fn in_scope(&self, o: &Object) -> bool {
@@ -167,7 +192,7 @@ impl Watcher {
                 for o in store.list(self.spec.resource.kind) {
                     if self.spec.in_scope(&o) && self.spec.matches(&o) {
                         self.known.insert(o.object_ref());
-                        out.push_str(&line("ADDED", served(self.spec.resource, &o)));
+                        out.push_str(&line("ADDED", self.spec.render(&o, store.now().0, self.pos)));
                     }
                 }
                 if self.spec.initial_events_end {
@@ -229,7 +254,7 @@ impl Watcher {
                 _ => None,
             };
             if let Some(t) = event_type {
-                out.push_str(&line(t, served(self.spec.resource, &e.object)));
+                out.push_str(&line(t, self.spec.render(&e.object, store.now().0, e.resource_version)));
             }
         }
         self.pos = self.pos.max(store.resource_version());

@@ -91,7 +91,11 @@ impl Api {
 
     /// A watch's events, read until `n` arrived or `wait` passed.
     async fn watch(&self, path: &str, n: usize, wait: Duration) -> Vec<Value> {
-        let req = Request::builder().uri(path).body(Body::empty()).unwrap();
+        self.watch_as(path, "application/json", n, wait).await
+    }
+
+    async fn watch_as(&self, path: &str, accept: &str, n: usize, wait: Duration) -> Vec<Value> {
+        let req = Request::builder().uri(path).header("accept", accept).body(Body::empty()).unwrap();
         let resp = router(self.app.clone()).oneshot(req).await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
         let mut body = resp.into_body().into_data_stream();
@@ -420,6 +424,15 @@ async fn watches_stream_changes_bookmarks_and_410_gone() {
         [("ADDED".into(), "b".into()), ("DELETED".into(), "a".into()), ("DELETED".into(), "b".into())],
         "a left the selection"
     );
+    // `kubectl get -w` asks for Tables: every object comes as a one-row Table.
+    let table = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+    let events =
+        api.watch_as("/api/v1/namespaces/demo/pods?watch=true", table, 1, Duration::from_secs(5)).await;
+    assert_eq!(
+        (events[0]["type"].as_str(), events[0]["object"]["kind"].as_str()),
+        (Some("ADDED"), Some("Table"))
+    );
+    assert_eq!(events[0]["object"]["rows"][0]["cells"][0], "a");
     // A compacted history answers with one ERROR event: 410 Expired.
     {
         let mut g = api.app.shared.lock();

@@ -1,10 +1,11 @@
 //! What kube-apiserver does to an object before the store sees it, beyond the store's own
 //! admission (which every write goes through: the Job parallelism check and whatever the
 //! store validates): namespace lifecycle, clearing status on create, the defaults of
-//! Pods that schedulers and `kubectl describe` read, and the Priority and
-//! DefaultTolerationSeconds admission plugins.
+//! Pods and PriorityClasses that schedulers and `kubectl describe` read, the Priority
+//! and DefaultTolerationSeconds admission plugins, and the node information a simulated
+//! kubelet reports.
 
-use placer_api::k8s::api::core::v1::{NamespaceSpec, NamespaceStatus, Pod, Toleration};
+use placer_api::k8s::api::core::v1::{NamespaceSpec, NamespaceStatus, Node, NodeSystemInfo, Pod, Toleration};
 use placer_cluster::embedded::EmbeddedCluster;
 use placer_cluster::{ClusterStore, Kind, Object, ObjectRef};
 
@@ -49,15 +50,41 @@ pub fn prepare_create(store: &EmbeddedCluster, obj: &mut Object) -> ApiResult<()
             let spec = ns.spec.get_or_insert_with(NamespaceSpec::default);
             spec.finalizers.get_or_insert_with(|| vec!["kubernetes".into()]);
         }
+        Object::Node(n) => simulated_node_info(n),
+        Object::PriorityClass(pc) => {
+            pc.preemption_policy.get_or_insert_with(|| "PreemptLowerPriority".into());
+        }
         _ => {}
     }
     Ok(())
 }
 
+/// What a simulated kubelet reports about its node when it registers (kubectl's VERSION
+/// column, `describe node`'s System Info), where the node does not say.
+pub fn simulated_node_info(n: &mut Node) {
+    let info =
+        n.status.get_or_insert_with(Default::default).node_info.get_or_insert_with(NodeSystemInfo::default);
+    for (field, value) in [
+        (&mut info.kubelet_version, "v1.36.0-placer"),
+        (&mut info.operating_system, "linux"),
+        (&mut info.architecture, "amd64"),
+        (&mut info.os_image, "Placer simulated node"),
+        (&mut info.container_runtime_version, "placer-sim://1"),
+    ] {
+        if field.is_empty() {
+            *field = value.to_string();
+        }
+    }
+}
+
 /// Update-time defaulting (what decoding a Pod defaults is defaulted again).
 pub fn prepare_update(obj: &mut Object) {
-    if let Object::Pod(p) = obj {
-        default_pod(p);
+    match obj {
+        Object::Pod(p) => default_pod(p),
+        Object::PriorityClass(pc) => {
+            pc.preemption_policy.get_or_insert_with(|| "PreemptLowerPriority".into());
+        }
+        _ => {}
     }
 }
 

@@ -157,6 +157,22 @@ fn ensure_namespaces(store: &mut EmbeddedCluster) -> Result<(), String> {
     Ok(())
 }
 
+/// Nodes of the starting cluster report what a kubelet would (see
+/// [`admission::simulated_node_info`]).
+fn register_nodes(store: &mut EmbeddedCluster) {
+    for obj in store.list(Kind::Node) {
+        let Object::Node(mut n) = obj else { continue };
+        let before = n.status.clone();
+        admission::simulated_node_info(&mut n);
+        if n.status != before {
+            n.metadata.resource_version = None;
+            if let Err(e) = store.update_status(Object::Node(n)) {
+                tracing::warn!(error = %e, "cannot register a node");
+            }
+        }
+    }
+}
+
 /// The store to serve: restored from the state file when it exists, else `setup()`.
 /// Returns it with the frozen pods and the open journal.
 fn initial_state(
@@ -179,6 +195,7 @@ fn initial_state(
         }
     };
     ensure_namespaces(&mut store).map_err(StartError::Setup)?;
+    register_nodes(&mut store);
     store.add_admission(Box::new(JobValidation::new(options.gates.clone())));
     let journal = match &options.state_file {
         Some(path) => Some(persist::Journal::create(path, &store)?),

@@ -287,6 +287,21 @@ pub async fn run(
     Ok(())
 }
 
+/// [`run`] on a multi-threaded runtime of its own (call it from a plain `main`).
+pub fn run_blocking(
+    options: ClusterOptions,
+    setup: impl FnOnce() -> Result<Setup, String>,
+    ready: impl FnOnce(&Running),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), StartError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("placer-cluster")
+        .build()
+        .map_err(|e| StartError::Setup(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(run(options, setup, ready, shutdown))
+}
+
 fn write_kubeconfig(path: &Path, addr: SocketAddr) -> Result<(), StartError> {
     let err = |source| StartError::Kubeconfig { path: path.to_path_buf(), source };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

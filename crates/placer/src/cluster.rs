@@ -179,12 +179,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     };
     let kubeconfig = args.kubeconfig.clone();
     let scheduler = args.scheduler;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("placer-cluster")
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(placer_apiserver::run(
+    placer_apiserver::run_blocking(
         options,
         setup,
         move |running| {
@@ -199,6 +194,6 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             let _ = out.flush();
         },
         placer_kube::serve::shutdown_signal(),
-    ))?;
+    )?;
     Ok(Status::Pass)
 }

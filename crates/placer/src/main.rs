@@ -2,7 +2,9 @@
 //! Kubernetes.
 //!
 //! One module per subcommand: [`simulate`] runs scenario files on the embedded cluster,
-//! [`validate`] only checks them. [`output`] holds the rendering both share. Adding a
+//! [`validate`] only checks them, [`cluster`] serves the embedded cluster over the
+//! Kubernetes API, [`serve`] schedules a real cluster, [`bench`] measures the engine.
+//! [`output`] holds the rendering they share. Adding a
 //! subcommand means a module with an `Args` struct (clap derive) and a `run` function
 //! returning a [`Status`], and one variant in [`Command`].
 //!

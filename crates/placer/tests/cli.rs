@@ -124,3 +124,32 @@ fn missing_file_and_bad_arguments_exit_2() {
     assert_eq!(placer(&["simulate"]).status.code(), Some(2));
     assert_eq!(placer(&["frobnicate"]).status.code(), Some(2));
 }
+
+#[test]
+fn cluster_prints_a_scenarios_manifests_with_the_namespaces_they_need() {
+    let out = placer(&["cluster", "examples/job-training.yaml", "--manifests"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.starts_with("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: training\n---\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("kind: Job"), "{stdout}");
+    // The namespace is not repeated when the scenario creates it.
+    let out = placer(&["cluster", "examples/serve-demo.yaml", "--manifests"]);
+    assert_eq!(text(&out).0.matches("kind: Namespace").count(), 1);
+}
+
+#[test]
+fn cluster_rejects_bad_input_before_serving() {
+    let out = placer(&["cluster", "--speed", "0", "--listen", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).1.contains("--speed must be a positive number"), "{}", text(&out).1);
+    let out = placer(&["cluster", "no/such/file.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = placer(&["cluster", "--latency", "fast", "--listen", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).1.contains("--latency"), "{}", text(&out).1);
+    let out = placer(&["cluster", "--manifests"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -47,6 +47,24 @@ pub enum WatchEventKind {
     Deleted,
 }
 
+/// The kind of a logged change replayed to a reader that knows exactly the objects in
+/// `known` (a watch resumed from before the log's compaction floor): the first change of
+/// an object it was not told about is `Added`; a deletion makes the object unknown again.
+pub fn resumed_kind(
+    known: &mut std::collections::HashSet<ObjectRef>,
+    r: ObjectRef,
+    kind: WatchEventKind,
+) -> WatchEventKind {
+    match kind {
+        WatchEventKind::Deleted => {
+            known.remove(&r);
+            WatchEventKind::Deleted
+        }
+        _ if known.insert(r) => WatchEventKind::Added,
+        other => other,
+    }
+}
+
 /// A recorded event (events.k8s.io/v1 style): regarding, type, reason, note.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventRecord {

@@ -293,15 +293,7 @@ impl Cache {
         let mut out: Vec<WatchEvent> =
             snapshot.into_iter().map(|(rv, _, o)| event(rv, WatchEventKind::Added, o)).collect();
         for e in &self.log {
-            let r = e.object.object_ref();
-            let kind = match e.kind {
-                WatchEventKind::Deleted => {
-                    known.remove(&r);
-                    WatchEventKind::Deleted
-                }
-                _ if known.insert(r) => WatchEventKind::Added,
-                other => other,
-            };
+            let kind = placer_cluster::resumed_kind(&mut known, e.object.object_ref(), e.kind);
             out.push(event(e.rv, kind, &e.object));
         }
         out

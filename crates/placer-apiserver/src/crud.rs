@@ -123,6 +123,16 @@ pub fn decode_body(content_type: &str, body: &[u8]) -> ApiResult<Value> {
     if body.is_empty() {
         return Err(ApiError::bad_request("the request body is empty"));
     }
+    if media == "application/vnd.kubernetes.protobuf" {
+        return crate::protobuf::decode(body).map_err(|why| {
+            let mut e = ApiError::unsupported_media_type(media);
+            e.message = why;
+            e
+        });
+    }
+    if media.contains("protobuf") || media.contains("cbor") {
+        return Err(ApiError::unsupported_media_type(media));
+    }
     let yaml = media.ends_with("yaml");
     if yaml {
         let text = std::str::from_utf8(body)

@@ -9,7 +9,8 @@
 //! * [`request`]: paths and query strings; [`crud`]: the verbs, each write through the
 //!   store's own calls (so its admission applies) plus [`admission`] (namespace
 //!   lifecycle, pod defaults, priority); [`patch`]: JSON, merge and strategic merge
-//!   patches; [`apply`]: server-side apply and `managedFields`; [`watch`]: watches with
+//!   patches; [`apply`]: server-side apply and `managedFields`; [`protobuf`]: the few
+//!   protobuf bodies recent kubectl sends; [`watch`]: watches with
 //!   bookmarks and 410 Gone; [`table`]: `kubectl get` columns; [`errors`]: `Status`.
 //! * [`state`]: the store behind one lock, its virtual clock on the wall clock (with a
 //!   speed factor), notifications; [`control`]: the controller thread (Job, CronJob, the
@@ -29,6 +30,7 @@ pub mod errors;
 pub mod events;
 pub mod patch;
 pub mod persist;
+pub mod protobuf;
 pub mod request;
 pub mod resources;
 pub mod selectors;

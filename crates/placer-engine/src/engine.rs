@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use placer_api::gates::Gate;
 use placer_api::k8s::api::core::v1::{Node, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
@@ -24,18 +25,13 @@ use crate::config::SchedulerConfig;
 use crate::framework::Framework;
 use crate::model::{GroupKey, GroupPolicy, NodeId, NodeStatic, PodGroupInfo, PodInfo, PodKey};
 use crate::observer::Observer;
-use crate::placement::{
-    schedule_pod_group, GroupContext, GroupHooks, GroupOutcome, PlacementFramework, GATE_GANG,
-};
+use crate::placement::{schedule_pod_group, GroupContext, GroupHooks, GroupOutcome, PlacementFramework};
 use crate::podgroup::{
     waiting_for_group_message, GroupCondition, GroupCycle, GroupIndex, MSG_WAITING_FOR_QUORUM,
     MSG_WAITING_ON_PREEMPTION,
 };
 use crate::queue::{Admission, QueuedPod, SchedulingQueue};
 use crate::snapshot::Snapshot;
-
-/// Feature gate of the Workload / PodGroup API and the PodGroup cycle.
-pub const GATE_GENERIC_WORKLOAD: &str = "GenericWorkload";
 /// The PodGroup condition type (v1.36).
 pub const CONDITION_POD_GROUP_SCHEDULED: &str = "PodGroupScheduled";
 /// Condition / pod reasons.
@@ -218,7 +214,7 @@ impl Engine {
         std::mem::take(&mut self.ingest_errors)
     }
 
-    fn gate(&self, name: &str) -> bool {
+    fn gate(&self, name: Gate) -> bool {
         self.config.gates.enabled(name)
     }
 
@@ -522,7 +518,7 @@ impl Engine {
         // In `topologyLevels` mode the other PodGroups of a PodSet group wait for this one.
         let mut groups = vec![group.clone()];
         groups.extend(self.tas_siblings(group));
-        let generic = self.gate(GATE_GENERIC_WORKLOAD);
+        let generic = self.gate(Gate::GenericWorkload);
         for g in &groups {
             // The group's verdict is computed once, not once per member: this runs every
             // time a member joins, so per-member work here is quadratic in the gang size.
@@ -541,7 +537,7 @@ impl Engine {
         if pod.gated {
             return Self::gated_admission(pod);
         }
-        if !self.gate(GATE_GENERIC_WORKLOAD) {
+        if !self.gate(Gate::GenericWorkload) {
             return Admission::Admit;
         }
         let Some(group) = Self::group_key_of(pod) else { return Admission::Admit };
@@ -560,7 +556,8 @@ impl Engine {
             None => Admission::Reject(waiting_for_group_message(&group.name)),
             Some(info) => match info.policy {
                 GroupPolicy::Gang { min_count }
-                    if self.gate(GATE_GANG) && self.groups.member_count(group) < min_count as usize =>
+                    if self.gate(Gate::GangScheduling)
+                        && self.groups.member_count(group) < min_count as usize =>
                 {
                     Admission::Reject(MSG_WAITING_FOR_QUORUM.to_string())
                 }
@@ -584,7 +581,7 @@ impl Engine {
                 self.queue.gate(queued, reason);
                 continue;
             }
-            if self.gate(GATE_GENERIC_WORKLOAD) && queued.pod.group.is_some() {
+            if self.gate(Gate::GenericWorkload) && queued.pod.group.is_some() {
                 if self.config.topology_levels.is_empty() {
                     self.schedule_group(queued, now_ms, observer, &mut out);
                 } else {
@@ -783,7 +780,7 @@ impl Engine {
 
         let cycle = GroupCycle::new(
             info,
-            self.gate(GATE_GANG),
+            self.gate(Gate::GangScheduling),
             members.iter().map(|m| (m.arrival, m.pod.clone())).collect(),
             scheduled,
         );

@@ -26,6 +26,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use placer_api::gates::Gate;
 use rustc_hash::FxHashMap;
 
 use crate::config::SchedulerConfig;
@@ -46,11 +47,6 @@ use crate::snapshot::{
     DomainAggregate, Snapshot, TopologyDomains, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST,
 };
 use crate::tas::engine_bridge::{place_unit, TasCache};
-
-/// Feature gate of the placement algorithm.
-pub const GATE_TAS: &str = "TopologyAwareWorkloadScheduling";
-/// Feature gate of the GangScheduling plugin.
-pub const GATE_GANG: &str = "GangScheduling";
 
 /// Counter: candidate placements generated.
 pub const METRIC_PLACEMENT_TOTAL: &str = "scheduler_placement_total";
@@ -180,7 +176,7 @@ impl PlacementFramework {
     /// `config`, default 1).
     pub fn new(config: &SchedulerConfig) -> PlacementFramework {
         let mut feasible: Vec<Box<dyn PlacementFeasible>> = Vec::new();
-        if config.gates.enabled(GATE_GANG) {
+        if config.gates.enabled(Gate::GangScheduling) {
             feasible.push(Box::new(GangScheduling));
         }
         let mut scorers: Vec<(Box<dyn PlacementScore>, i64)> = Vec::new();
@@ -198,7 +194,7 @@ impl PlacementFramework {
             generators: vec![Box::new(TopologyPlacementGenerator)],
             feasible,
             scorers,
-            tas_enabled: config.gates.enabled(GATE_TAS),
+            tas_enabled: config.gates.enabled(Gate::TopologyAwareWorkloadScheduling),
             percentage_of_placements_to_score: config.percentage_of_placements_to_score,
         }
     }
@@ -1413,7 +1409,7 @@ mod tests {
         let mut snap = snap_of(&[("n1", 1000, "r1"), ("n2", 1000, "r2")]);
         let c = gang_cycle(2, 1000, 2);
         let mut config = SchedulerConfig::default();
-        config.gates.set(GATE_TAS, false).unwrap();
+        config.gates.set_gate(Gate::TopologyAwareWorkloadScheduling, false);
         let out = run(&mut snap, &c, &config);
         assert_eq!(chosen_racks(&snap, &out), ["r1", "r2"]);
     }

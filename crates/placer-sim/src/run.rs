@@ -567,7 +567,7 @@ mod tests {
              podInitialBackoff: 0s\n    placementScoringStrategy: LeastAllocated\n",
         );
         let c = scheduler_config(&s).unwrap();
-        assert!(c.gates.enabled("TASBalancedPlacement"));
+        assert!(c.gates.enabled(placer_api::gates::Gate::TASBalancedPlacement));
         assert_eq!(c.topology_levels, ["rack"]);
         assert_eq!(c.weight("PodGroupPodsCount", 1), 2);
         assert_eq!(c.percentage_of_placements_to_score, Some(50));

@@ -106,7 +106,7 @@ impl Engine {
             };
             // A gang waits for its quorum, a basic group for its first pod.
             let needed = match info.policy {
-                GroupPolicy::Gang { min_count } if self.gate(GATE_GANG) => min_count.max(1),
+                GroupPolicy::Gang { min_count } if self.gate(Gate::GangScheduling) => min_count.max(1),
                 _ => 1,
             };
             let members = self.groups.member_count(g);
@@ -174,7 +174,12 @@ impl Engine {
                 .filter(|q| Self::group_key_of(&q.pod).as_ref() == Some(g))
                 .map(|q| (q.arrival, q.pod.clone()))
                 .collect();
-            cycles.push(GroupCycle::new(info, self.gate(GATE_GANG), members, self.scheduled_members(g)));
+            cycles.push(GroupCycle::new(
+                info,
+                self.gate(Gate::GangScheduling),
+                members,
+                self.scheduled_members(g),
+            ));
             keys.push(g.clone());
         }
         let mut by_key: FxHashMap<PodKey, QueuedPod> =

@@ -32,6 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rustc_hash::FxHashMap;
 
 use placer_api::annotations::PODSET_GROUP_NAME;
+use placer_api::gates::Gate;
 
 use crate::config::{PlacementSearch, SchedulerConfig};
 use crate::framework::{FitError, Framework};
@@ -46,7 +47,7 @@ use crate::snapshot::Snapshot;
 use super::assignment::{DomainCount, TopologyAssignment};
 use super::{
     find_assignment_in, parse_request, validate_group, DomainTree, FailureKind, TasAssignment, TasFailure,
-    TasNode, TasProblem, TopologyMode, TopologyRequest, GATE_AFFINITY_PREFERRED, TOPOLOGY_NAME,
+    TasNode, TasProblem, TopologyMode, TopologyRequest, TOPOLOGY_NAME,
 };
 
 /// How many counted plans are tried before a unit fails because none survives the
@@ -403,7 +404,7 @@ fn build_nodes(
     let worker_state = prepare(fw, snap, worker_pod).ok();
     let leader_pod = leader.map(|l| &l.cycle.pods[l.order[0]]);
     let leader_state = leader_pod.and_then(|p| prepare(fw, snap, p).ok());
-    let affinity = config.gates.enabled(GATE_AFFINITY_PREFERRED);
+    let affinity = config.gates.enabled(Gate::TASRespectNodeAffinityPreferred);
     let parsed = ParsedPod::new(worker_pod);
     let mut nodes = topology.base.clone();
     for (i, node) in nodes.iter_mut().enumerate() {

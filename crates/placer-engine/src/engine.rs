@@ -22,10 +22,11 @@ use placer_api::k8s::api::scheduling::v1alpha2::PodGroup;
 use rustc_hash::FxHashMap;
 
 use crate::config::SchedulerConfig;
+use crate::framework::group::{GroupHooks, GroupOutcome};
 use crate::framework::Framework;
 use crate::model::{GroupKey, GroupPolicy, NodeId, NodeStatic, PodGroupInfo, PodInfo, PodKey};
 use crate::observer::Observer;
-use crate::placement::{schedule_pod_group, GroupContext, GroupHooks, GroupOutcome, PlacementFramework};
+use crate::placement::{schedule_pod_group, GroupContext, PlacementFramework};
 use crate::podgroup::{
     waiting_for_group_message, GroupCondition, GroupCycle, GroupIndex, MSG_WAITING_FOR_QUORUM,
     MSG_WAITING_ON_PREEMPTION,
@@ -146,8 +147,8 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     /// An engine with kube-scheduler's default plugins for `config`.
     pub fn new(config: SchedulerConfig) -> Engine {
-        let fw = Framework::new(&config);
-        let placements = PlacementFramework::new(&config);
+        let fw = crate::plugins::pod_framework(&config);
+        let placements = crate::plugins::placement_framework(&config);
         let queue = SchedulingQueue::new(config.pod_initial_backoff_ms, config.pod_max_backoff_ms);
         Engine {
             fw,

@@ -13,9 +13,9 @@
 
 use std::sync::Arc;
 
+use crate::framework::PodScheduler;
 use crate::framework::{Code, CycleState, FitError, Framework, PreResult, Rejection, Status};
 use crate::model::{NodeId, PodInfo};
-use crate::plugins::{ParsedPod, PluginStates};
 use crate::snapshot::{NodeState, Snapshot};
 
 pub use crate::plugins::node_resources::fit_count;
@@ -27,15 +27,22 @@ pub fn prepare<'a>(
     snap: &'a Snapshot,
     pod: &'a PodInfo,
 ) -> Result<CycleState<'a>, Rejection> {
-    let mut state = CycleState {
-        pod,
-        parsed: ParsedPod::new(pod),
-        plugins: PluginStates::default(),
-        restriction: None,
-        skip_filters: 0,
-        skip_scores: 0,
-    };
+    prepare_masked(fw, snap, pod, 0)
+}
+
+/// [`prepare`] with the filters of `skip` (bits by index) left out, PreFilter included.
+fn prepare_masked<'a>(
+    fw: &Framework,
+    snap: &'a Snapshot,
+    pod: &'a PodInfo,
+    skip: u64,
+) -> Result<CycleState<'a>, Rejection> {
+    let mut state = CycleState::new(pod);
+    state.skip_filters = skip;
     for (i, p) in fw.filters.iter().enumerate() {
+        if skip & (1 << i) != 0 {
+            continue;
+        }
         match p.pre_filter(&mut state, snap) {
             Ok(PreResult::Run) => {}
             Ok(PreResult::Skip) => state.skip_filters |= 1 << i,
@@ -90,6 +97,18 @@ fn filter_prepared_on(
         }
     }
     Ok(())
+}
+
+/// [`prepare`] for a caller that checks what `skip` filters check itself: filters whose
+/// [`crate::framework::FilterPlugin::dependence`] for the pod is `skip` are left out (the
+/// hierarchical strategy counts plain resources with its own algorithms).
+pub fn prepare_without<'a>(
+    fw: &Framework,
+    snap: &'a Snapshot,
+    pod: &'a PodInfo,
+    skip: crate::framework::Dependence,
+) -> Result<CycleState<'a>, Rejection> {
+    prepare_masked(fw, snap, pod, fw.filter_mask(pod, skip))
 }
 
 /// Runs only the filters of one pod on one node (used by preemption to re-check a node).
@@ -386,6 +405,57 @@ pub fn score_prepared<'a>(
     totals
 }
 
+impl PodScheduler for Framework {
+    /// Below 100 nodes every node is examined; on larger node sets (a group without a
+    /// topology constraint searches the whole cluster) kube-scheduler's
+    /// `percentageOfNodesToScore` applies, each pod starting its search at a node derived
+    /// from its name so the members of a group spread their searches deterministically.
+    fn find_node(&self, snap: &Snapshot, pod: &PodInfo, nodes: &[NodeId]) -> Result<NodeId, FitError> {
+        let to_find =
+            crate::schedule_one::num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, nodes.len());
+        if to_find >= nodes.len() {
+            return crate::schedule_one::find_node(self, snap, pod, nodes);
+        }
+        let start = {
+            use std::hash::{Hash, Hasher};
+            let mut h = rustc_hash::FxHasher::default();
+            pod.key.hash(&mut h);
+            (h.finish() % nodes.len() as u64) as usize
+        };
+        crate::schedule_one::find_node_sampled(self, snap, pod, nodes, start, to_find).0
+    }
+
+    fn filter_node(&self, snap: &Snapshot, pod: &PodInfo, node: NodeId) -> Status {
+        crate::schedule_one::filter_node(self, snap, pod, node)
+    }
+
+    fn feasible_nodes(
+        &self,
+        snap: &Snapshot,
+        pod: &PodInfo,
+        nodes: &[NodeId],
+    ) -> Result<Vec<NodeId>, FitError> {
+        crate::schedule_one::feasible_nodes(self, snap, pod, nodes)
+    }
+
+    /// Only when `find_node` would examine every node (no `percentageOfNodesToScore`
+    /// sampling, whose start node differs per pod).
+    fn place_copies(
+        &self,
+        snap: &Snapshot,
+        pod: &Arc<PodInfo>,
+        nodes: &[NodeId],
+        max: usize,
+    ) -> Option<Vec<NodeId>> {
+        let to_find =
+            crate::schedule_one::num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, nodes.len());
+        if to_find < nodes.len() {
+            return None;
+        }
+        crate::schedule_one::place_copies(self, snap, pod, nodes, max)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,7 +465,7 @@ mod tests {
     use std::sync::Arc;
 
     fn fw() -> Framework {
-        Framework::new(&SchedulerConfig::default())
+        crate::plugins::pod_framework(&SchedulerConfig::default())
     }
 
     #[test]
@@ -473,7 +543,7 @@ mod tests {
             node_resources_fit_strategy: crate::config::ScoringStrategy::most_allocated(),
             ..SchedulerConfig::default()
         };
-        let fw = Framework::new(&config);
+        let fw = crate::plugins::pod_framework(&config);
         let snap = snapshot_with(
             vec![node("a").cpu("4").mem("4Gi").build(), node("b").cpu("4").mem("4Gi").build()],
             vec![pod("old").cpu("2").mem("2Gi").on("b").build()],
@@ -743,7 +813,7 @@ mod tests {
             if most_allocated {
                 config.node_resources_fit_strategy = crate::config::ScoringStrategy::most_allocated();
             }
-            let fw = Framework::new(&config);
+            let fw = crate::plugins::pod_framework(&config);
             let nodes_all = snap.node_ids().to_vec();
             let Some(plan) = place_copies(&fw, &snap, &p, &nodes_all, copies) else {
                 // Only when not even one copy fits.

@@ -33,6 +33,7 @@
 pub mod assignment;
 pub mod engine_bridge;
 pub mod request;
+pub mod strategy;
 pub mod tree;
 
 mod algorithm;

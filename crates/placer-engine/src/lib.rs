@@ -34,6 +34,7 @@ pub mod queue;
 pub mod resources;
 pub mod schedule_one;
 pub mod snapshot;
+pub mod strategy;
 pub mod tas;
 
 pub use config::SchedulerConfig;

@@ -330,3 +330,19 @@ pub fn unschedulable_all(cycle: &GroupCycle, message: String) -> GroupOutcome {
         message,
     }
 }
+
+/// One PodGroup's decision, as either strategy answers it: what to do with its pods, and
+/// (hierarchical strategy, on success) its `TopologyAssignment` (compact v1beta2
+/// encoding) as JSON for the [`placer_api::annotations::TOPOLOGY_ASSIGNMENT`] annotation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupDecision {
+    pub outcome: GroupOutcome,
+    pub topology_assignment: Option<String>,
+}
+
+impl GroupDecision {
+    /// A decision without annotation.
+    pub fn of(outcome: GroupOutcome) -> GroupDecision {
+        GroupDecision { outcome, topology_assignment: None }
+    }
+}

@@ -21,7 +21,7 @@
 //!
 //! A group without a topology constraint (or with the `TopologyAwareWorkloadScheduling`
 //! gate off) gets one placement holding every node. With `topology_levels` configured, the
-//! hierarchical TAS module of seed 002 chooses instead ([`hierarchical_assignment`]).
+//! engine uses the hierarchical strategy instead ([`crate::strategy`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,8 +41,6 @@ use crate::podgroup::{
 };
 use crate::resources::{Resources, PODS};
 use crate::snapshot::{DomainAggregate, Snapshot, TopologyDomains};
-use crate::tas::engine_bridge::TasCache;
-pub use crate::tas::strategy::{hierarchical_assignment, HierarchicalResult};
 
 mod messages;
 mod prefilter;
@@ -204,16 +202,6 @@ pub fn schedule_pod_group(
     }
     let pf = ctx.placements;
     let constrained = pf.constrains(cycle);
-
-    if !ctx.config.topology_levels.is_empty() {
-        // Seed 002 semantics. The engine calls `hierarchical_assignment` itself (with a
-        // cached tree and leader + workers units); this serves direct callers.
-        let mut cache = TasCache::new(ctx.config);
-        return match hierarchical_assignment(ctx, snap, &mut cache, &[cycle]).pop().flatten() {
-            Some(r) => r.outcome,
-            None => unschedulable_all(cycle, "no pod of the group to schedule".to_string()),
-        };
-    }
 
     if !constrained {
         return schedule_in_all_nodes(ctx, snap, cycle, hooks, obs);

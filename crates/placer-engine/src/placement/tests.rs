@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::observer::NoopObserver;
 use crate::podgroup::tests::{group, node, pod, FirstFit};

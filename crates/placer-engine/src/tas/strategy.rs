@@ -2,26 +2,13 @@
 //! [`super::engine_bridge::place_unit`], answered with the [`GroupOutcome`] every strategy
 //! gives.
 
-use crate::framework::group::{group_pod_message, unschedulable_all, GroupCycle, GroupOutcome};
+use crate::framework::group::{
+    group_pod_message, unschedulable_all, GroupCycle, GroupDecision, GroupOutcome,
+};
 use crate::placement::GroupContext;
 use crate::snapshot::Snapshot;
 
 use super::engine_bridge::{place_unit, TasCache};
-
-// ---------------------------------------------------------------------------------------
-// Hierarchical TAS hook.
-// ---------------------------------------------------------------------------------------
-
-/// One PodGroup's result of a hierarchical (seed 002) cycle.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HierarchicalResult {
-    /// What to do with the group's pods: `Scheduled` (no placement name) or
-    /// `Unschedulable` / `Error` with the Kueue-like message.
-    pub outcome: GroupOutcome,
-    /// On success, the group's `TopologyAssignment` (compact v1beta2 encoding) as JSON, for
-    /// the [`placer_api::annotations::TOPOLOGY_ASSIGNMENT`] annotation.
-    pub topology_assignment: Option<String>,
-}
 
 /// The hierarchical topology-aware scheduling of seed 002 (`crate::tas`), used for every
 /// PodGroup when `config.topology_levels` is non-empty.
@@ -36,7 +23,7 @@ pub fn hierarchical_assignment(
     snap: &mut Snapshot,
     cache: &mut TasCache,
     cycles: &[&GroupCycle],
-) -> Vec<Option<HierarchicalResult>> {
+) -> Vec<Option<GroupDecision>> {
     match place_unit(ctx.algo, ctx.config, snap, cache, cycles) {
         Ok(members) => members
             .into_iter()
@@ -44,7 +31,7 @@ pub fn hierarchical_assignment(
                 m.map(|m| {
                     let failures =
                         m.left_out.into_iter().map(|(i, why)| (i, group_pod_message(&why))).collect();
-                    HierarchicalResult {
+                    GroupDecision {
                         outcome: GroupOutcome::Scheduled {
                             placement: None,
                             assignments: m.assignments,
@@ -66,7 +53,7 @@ pub fn hierarchical_assignment(
                 } else {
                     unschedulable_all(cycle, failure.message.clone())
                 };
-                Some(HierarchicalResult { outcome, topology_assignment: None })
+                Some(GroupDecision { outcome, topology_assignment: None })
             })
             .collect(),
     }

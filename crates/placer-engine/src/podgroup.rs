@@ -113,29 +113,63 @@ struct FitSignature<'a> {
     labels: &'a BTreeMap<String, String>,
 }
 
+/// The signature of `pod`. Every field of [`PodInfo`] and of its
+/// [`crate::model::PodSchedulingView`] is destructured here without `..`: a new field
+/// does not compile until it is classified as part of the signature or as irrelevant to
+/// filtering (a device claim, say, must make its pods differ or return `None`).
 fn fit_signature(pod: &PodInfo) -> Option<FitSignature<'_>> {
-    let view = &*pod.view;
-    if !view.topology_spread_constraints.is_empty() {
+    let PodInfo {
+        view,
+        key: _,                   // identity, not a constraint
+        uid: _,                   // identity
+        requests,                 // NodeResourcesFit
+        priority,                 // which nominated pods count as placed
+        preemption_never: _,      // preemption only; skipping is off when it may run
+        group: _,                 // every pod of a cycle shares it
+        node_name,                // NodeName
+        nominated_node_name,      // tried first
+        scheduler_name: _,        // every pod of a cycle shares it
+        gated: _,                 // gated pods never reach a cycle
+        terminal: _,              // terminal pods never reach a cycle
+        deleting: _,              // deleting pods never reach a cycle
+    } = pod;
+    let crate::model::PodSchedulingView {
+        labels,                      // existing pods' anti-affinity selects on them
+        node_selector,               // NodeAffinity
+        affinity,                    // NodeAffinity, InterPodAffinity
+        tolerations,                 // TaintToleration
+        topology_spread_constraints, // PodTopologySpread
+        host_ports,                  // NodePorts
+        scheduling_gates: _,         // gated pods never reach a cycle
+        spec_priority: _,            // folded into `priority`
+        priority_class_name: _,      // folded into `priority`
+        completion_index: _,         // placing order of the hierarchical strategy only
+        start_time: _,               // victim ordering only
+        reports_not_ready: _,        // victim ordering only
+    } = &**view;
+    if !topology_spread_constraints.is_empty() || node_name.is_some() {
         return None;
     }
-    if pod.node_name.is_some() {
-        return None;
-    }
-    let affinity = view.affinity.as_deref();
-    if affinity.is_some_and(|a| a.pod_affinity.is_some()) {
-        return None;
-    }
+    let (node_affinity, anti_affinity) = match affinity.as_deref() {
+        None => (None, None),
+        Some(placer_api::k8s::api::core::v1::Affinity { node_affinity, pod_affinity, pod_anti_affinity }) => {
+            // Pod affinity can become satisfied as pods are added: always tried.
+            if pod_affinity.is_some() {
+                return None;
+            }
+            (node_affinity.as_ref(), pod_anti_affinity.as_ref())
+        }
+    };
     Some(FitSignature {
-        requests: &pod.requests,
-        priority: pod.priority,
-        nominated: pod.nominated_node_name.as_deref(),
-        node_selector: &view.node_selector,
-        node_affinity: affinity.and_then(|a| a.node_affinity.as_ref()),
-        anti_affinity: affinity.and_then(|a| a.pod_anti_affinity.as_ref()),
-        tolerations: &view.tolerations,
-        host_ports: &view.host_ports,
-        // Existing pods' anti-affinity may select on the incoming pod's labels.
-        labels: pod.labels(),
+        requests,
+        priority: *priority,
+        nominated: nominated_node_name.as_deref(),
+        node_selector,
+        node_affinity,
+        anti_affinity,
+        tolerations,
+        host_ports,
+        labels,
     })
 }
 
@@ -182,7 +216,7 @@ pub fn run_uniform_group_in_nodes(
     feasible: &[Box<dyn PlacementFeasible>],
 ) -> GroupAttempt {
     let plan = match cycle.pods.first() {
-        Some(first) if is_uniform_node_local(cycle) => {
+        Some(first) if is_uniform_node_local(cycle) && algo.shortcuts(first).copy_counting => {
             algo.place_copies(snap, first, nodes, cycle.pods.len())
         }
         _ => None,
@@ -336,6 +370,10 @@ pub(crate) mod tests {
     pub(crate) struct FirstFit;
 
     impl PodScheduler for FirstFit {
+        /// Resources only: every shortcut is exact.
+        fn shortcuts(&self, _pod: &PodInfo) -> crate::framework::Shortcuts {
+            crate::framework::Shortcuts { aggregate_bound: true, copy_counting: true }
+        }
         fn find_node(&self, snap: &Snapshot, pod: &PodInfo, nodes: &[NodeId]) -> Result<NodeId, FitError> {
             let mut err = FitError { num_nodes: nodes.len(), ..FitError::default() };
             for &n in nodes {
@@ -587,6 +625,9 @@ pub(crate) mod tests {
                 nodes: &[NodeId],
             ) -> Result<Vec<NodeId>, FitError> {
                 FirstFit.feasible_nodes(snap, pod, nodes)
+            }
+            fn shortcuts(&self, pod: &PodInfo) -> crate::framework::Shortcuts {
+                FirstFit.shortcuts(pod)
             }
         }
         let calls = std::cell::Cell::new(0);

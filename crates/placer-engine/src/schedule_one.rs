@@ -429,6 +429,10 @@ impl PodScheduler for Framework {
         crate::schedule_one::filter_node(self, snap, pod, node)
     }
 
+    fn shortcuts(&self, pod: &PodInfo) -> crate::framework::Shortcuts {
+        Framework::shortcuts(self, pod)
+    }
+
     fn feasible_nodes(
         &self,
         snap: &Snapshot,

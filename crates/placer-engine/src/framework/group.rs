@@ -41,6 +41,9 @@ pub trait PodScheduler {
         pod: &PodInfo,
         nodes: &[NodeId],
     ) -> Result<Vec<NodeId>, FitError>;
+    /// Which placement-search shortcuts are exact for `pod` under this algorithm's
+    /// filters (see [`crate::framework::Dependence`]).
+    fn shortcuts(&self, pod: &PodInfo) -> crate::framework::Shortcuts;
     /// The nodes that up to `max` consecutive copies of `pod` would get from `find_node`,
     /// each copy assumed before the next, stopping at the first copy that fits nowhere;
     /// only for a pod whose feasibility and scores on a node depend on that node alone

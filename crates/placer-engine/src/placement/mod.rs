@@ -245,7 +245,9 @@ pub fn schedule_pod_group(
     };
     let plan = EvaluationPlan {
         placements: &placements,
-        prefilter: (!baseline).then_some(&demand),
+        // Sound only if some active filter checks plain resources for every member.
+        prefilter: (!baseline && cycle.pods.iter().all(|p| ctx.algo.shortcuts(p).aggregate_bound))
+            .then_some(&demand),
         key: &key,
         order: &order,
         to_find,
@@ -254,7 +256,11 @@ pub fn schedule_pod_group(
 
     // Phase 2 and 3, first by counting where that is exact, then (if the winner's
     // simulation disagrees with its count) by simulating every placement.
-    let counting = !baseline && crate::podgroup::is_uniform_node_local(cycle);
+    // Exact only for identical members whose every active filter is node-local or checks
+    // plain resources (the filters' declared `Dependence`).
+    let counting = !baseline
+        && crate::podgroup::is_uniform_node_local(cycle)
+        && ctx.algo.shortcuts(&cycle.pods[0]).copy_counting;
     for use_counting in [counting, false] {
         let evaluated = evaluate_placements(ctx, snap, cycle, &plan, use_counting, obs);
         if let Some(first) = evaluated.first() {

@@ -120,18 +120,18 @@ struct FitSignature<'a> {
 fn fit_signature(pod: &PodInfo) -> Option<FitSignature<'_>> {
     let PodInfo {
         view,
-        key: _,                   // identity, not a constraint
-        uid: _,                   // identity
-        requests,                 // NodeResourcesFit
-        priority,                 // which nominated pods count as placed
-        preemption_never: _,      // preemption only; skipping is off when it may run
-        group: _,                 // every pod of a cycle shares it
-        node_name,                // NodeName
-        nominated_node_name,      // tried first
-        scheduler_name: _,        // every pod of a cycle shares it
-        gated: _,                 // gated pods never reach a cycle
-        terminal: _,              // terminal pods never reach a cycle
-        deleting: _,              // deleting pods never reach a cycle
+        key: _,              // identity, not a constraint
+        uid: _,              // identity
+        requests,            // NodeResourcesFit
+        priority,            // which nominated pods count as placed
+        preemption_never: _, // preemption only; skipping is off when it may run
+        group: _,            // every pod of a cycle shares it
+        node_name,           // NodeName
+        nominated_node_name, // tried first
+        scheduler_name: _,   // every pod of a cycle shares it
+        gated: _,            // gated pods never reach a cycle
+        terminal: _,         // terminal pods never reach a cycle
+        deleting: _,         // deleting pods never reach a cycle
     } = pod;
     let crate::model::PodSchedulingView {
         labels,                      // existing pods' anti-affinity selects on them

@@ -45,6 +45,8 @@ use crate::snapshot::{DomainAggregate, Snapshot, TopologyDomains};
 mod messages;
 mod prefilter;
 #[cfg(test)]
+mod soundness_tests;
+#[cfg(test)]
 mod tests;
 
 use messages::*;

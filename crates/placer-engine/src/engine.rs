@@ -745,6 +745,8 @@ fn policy_relaxed(old: GroupPolicy, new: GroupPolicy) -> bool {
     }
 }
 
+#[cfg(test)]
+mod binding_tests;
 mod cycle;
 mod outcome;
 mod preempt;

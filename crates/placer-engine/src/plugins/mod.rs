@@ -19,6 +19,10 @@
 //! [`crate::framework`]. A new plugin is one new file here plus one line in [`registry`]
 //! (and its `mod` line).
 
+#[cfg(test)]
+mod example_node_label;
+#[cfg(test)]
+mod example_small_placement;
 pub mod inter_pod_affinity;
 pub mod node_affinity;
 pub mod node_name;
@@ -52,6 +56,9 @@ pub fn registry() -> Registry {
     r.filter(node_resources::FIT_NAME, |c| Some(Box::new(node_resources::NodeResourcesFit::new(c))));
     r.filter(pod_topology_spread::NAME, |_| Some(Box::new(pod_topology_spread::PodTopologySpread)));
     r.filter(inter_pod_affinity::NAME, |_| Some(Box::new(inter_pod_affinity::InterPodAffinity)));
+    #[cfg(test)]
+    r.filter(example_node_label::NAME, |_| Some(Box::new(example_node_label::ExampleNodeLabel)))
+        .off_by_default();
     // Score plugins with kube's default weights.
     r.score(taint_toleration::NAME, 3, |_| Some(Box::new(taint_toleration::TaintToleration)));
     r.score(node_affinity::NAME, 2, |_| Some(Box::new(node_affinity::NodeAffinity)));
@@ -71,6 +78,11 @@ pub fn registry() -> Registry {
     r.placement_score(placement_pods_count::NAME, 1, |_| {
         Some(Box::new(placement_pods_count::PodGroupPodsCount))
     });
+    #[cfg(test)]
+    r.placement_score(example_small_placement::NAME, 1, |_| {
+        Some(Box::new(example_small_placement::ExampleSmallPlacement))
+    })
+    .off_by_default();
     r.placement_score(placement_resources::NAME, 1, |c| {
         Some(Box::new(placement_resources::NodeResourcesFitPlacement::new(&c.placement_scoring_strategy)))
     });

@@ -23,8 +23,8 @@ use placer_api::k8s::apimachinery::pkg::apis::meta::v1::Condition;
 use placer_cluster::{
     ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError, WatchEvent, WatchEventKind,
 };
-use placer_engine::model::{GroupKey, PodKey};
 use placer_engine::{ClusterEvent, Decision, Engine, Observer, SchedulerConfig};
+use placer_engine::{GroupKey, PodKey};
 
 use crate::{Controller, ControllerError};
 
@@ -35,7 +35,7 @@ pub const POD_GROUP_SCHEDULED: &str = "PodGroupScheduled";
 /// Condition type written on preemption victims (pods and PodGroups).
 pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
 /// Reason of the `DisruptionTarget` condition of preemption victims.
-pub const REASON_PREEMPTION_BY_SCHEDULER: &str = placer_engine::preemption::REASON_PREEMPTION_BY_SCHEDULER;
+pub const REASON_PREEMPTION_BY_SCHEDULER: &str = placer_engine::REASON_PREEMPTION_BY_SCHEDULER;
 
 /// Runs the engine against a cluster store.
 pub struct SchedulerController {

@@ -24,6 +24,7 @@ use rustc_hash::FxHashMap;
 use crate::config::SchedulerConfig;
 use crate::framework::group::{GroupHooks, GroupOutcome};
 use crate::framework::Framework;
+use crate::metrics::*;
 use crate::model::{GroupKey, GroupPolicy, NodeId, NodeStatic, PodGroupInfo, PodInfo, PodKey};
 use crate::observer::Observer;
 use crate::placement::{schedule_pod_group, GroupContext, PlacementFramework};
@@ -40,13 +41,6 @@ pub const CONDITION_POD_GROUP_SCHEDULED: &str = "PodGroupScheduled";
 pub const REASON_SCHEDULED: &str = "Scheduled";
 pub const REASON_UNSCHEDULABLE: &str = "Unschedulable";
 pub const REASON_SCHEDULER_ERROR: &str = "SchedulerError";
-
-/// Counter `{result=scheduled|unschedulable|error}`: single-pod scheduling attempts.
-pub const METRIC_SCHEDULE_ATTEMPTS: &str = "scheduler_schedule_attempts_total";
-/// Counter `{result=scheduled|unschedulable|error}`: PodGroup cycles.
-pub const METRIC_PODGROUP_ATTEMPTS: &str = "scheduler_podgroup_schedule_attempts_total";
-/// Histogram: seconds per PodGroup cycle.
-pub const METRIC_PODGROUP_DURATION: &str = "scheduler_podgroup_scheduling_duration_seconds";
 
 /// A change in the cluster, fed to [`Engine::apply`] in the order it happened.
 #[derive(Debug, Clone)]

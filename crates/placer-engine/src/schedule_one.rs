@@ -18,8 +18,6 @@ use crate::framework::{Code, CycleState, FitError, Framework, PreResult, Rejecti
 use crate::model::{NodeId, PodInfo};
 use crate::snapshot::{NodeState, Snapshot};
 
-pub use crate::plugins::node_resources::fit_count;
-
 /// Runs every PreFilter for `pod` against `snap`. `Err` rejects the pod on every node (the
 /// FitError then carries the PreFilter message).
 pub fn prepare<'a>(
@@ -267,6 +265,7 @@ pub fn find_node(
 }
 
 /// The feasible nodes of `nodes` with their weighted total scores, in the order given.
+#[cfg(test)]
 pub fn score_nodes(
     fw: &Framework,
     snap: &Snapshot,
@@ -463,6 +462,7 @@ impl PodScheduler for Framework {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plugins::node_resources::fit_count;
     use crate::plugins::testing::{node, pod, snapshot_with};
     use crate::SchedulerConfig;
     use proptest::prelude::*;

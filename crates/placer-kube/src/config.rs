@@ -29,8 +29,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use placer_api::gates::FeatureGates;
-use placer_engine::config::ScoringStrategy;
 use placer_engine::SchedulerConfig;
+use placer_engine::ScoringStrategy;
 use serde::Deserialize;
 
 /// The only `apiVersion` accepted (when the field is present).

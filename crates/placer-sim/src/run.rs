@@ -32,8 +32,8 @@ use placer_controllers::cronjob::CronJobController;
 use placer_controllers::job::{JobController, JobValidation};
 use placer_controllers::scheduler::SchedulerController;
 use placer_controllers::Controller;
-use placer_engine::config::ScoringStrategy;
 use placer_engine::SchedulerConfig;
+use placer_engine::ScoringStrategy;
 
 use crate::expect::{check, unexpected_errors, CheckReport, Failure};
 use crate::generate::generated_nodes;

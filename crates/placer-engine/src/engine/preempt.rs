@@ -16,10 +16,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::*;
 use crate::framework::FitError;
+use crate::metrics::{METRIC_PREEMPTION_ATTEMPTS, METRIC_PREEMPTION_VICTIMS};
 use crate::podgroup::{GroupPreemption, PodPreemption, PreemptionPlan};
 use crate::preemption::{
     assume_nominated, disrupted_groups, effective_priority, nominated_for, PodPreemptor, PreemptionEnv,
-    WorkloadPreemptor, METRIC_PREEMPTION_ATTEMPTS, METRIC_PREEMPTION_VICTIMS, MSG_CONSTRAINED_UNSUPPORTED,
+    WorkloadPreemptor, MSG_CONSTRAINED_UNSUPPORTED,
 };
 use crate::snapshot::Mark;
 

@@ -24,21 +24,24 @@ pub mod pod;
 pub mod registry;
 mod status;
 
+#[allow(unused_imports)] // what a plugin may name, used or not yet
 pub use group::{GroupCycle, GroupOutcome, PodScheduler};
 pub use parsed::{AffinityTerm, ParsedPod, PodTerms, SpreadConstraint};
 pub use placement::{
     requested_after, GeneratedPlacements, Placement, PlacementCandidate, PlacementFeasible,
     PlacementFramework, PlacementGenerate, PlacementProgress, PlacementScore,
 };
+#[allow(unused_imports)] // the extension points, some used only by tests yet
 pub use pod::{
     CycleData, CycleState, Dependence, FilterPlugin, Framework, PermitPlugin, PermitVerdict, PreBindPlugin,
     ReservePlugin, ScorePlugin, Shortcuts,
 };
 pub use registry::Registry;
-pub use status::{Code, FilterResult, FitError, PreResult, Reason, Rejection, Status, MAX_NODE_SCORE};
+pub use status::{Code, FilterResult, FitError, PreResult, Rejection, Status, MAX_NODE_SCORE};
 
 // What plugins read of the rest of the engine.
 pub use crate::config::{SchedulerConfig, ScoringStrategy};
-pub use crate::model::{NodeId, NodeStatic, PodInfo, PodKey};
-pub use crate::resources::{Resources, CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
+#[allow(unused_imports)]
+pub use crate::model::{NodeId, NodeStatic, PodInfo};
+pub use crate::resources::{Resources, CPU, EPHEMERAL_STORAGE, MEMORY};
 pub use crate::snapshot::{NodeState, Snapshot, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST};

@@ -22,6 +22,9 @@ type Make<T> = fn(&SchedulerConfig) -> Option<T>;
 
 /// A plugin factory at one extension point.
 #[derive(Clone, Copy)]
+// Reserve / Permit / PreBind: the rooms of the next resource kinds (devices, volumes);
+// only tests register such plugins until the first one lands.
+#[cfg_attr(not(test), allow(dead_code))]
 enum Factory {
     Filter(Make<Box<dyn FilterPlugin>>),
     /// With the default weight.
@@ -80,6 +83,7 @@ pub struct UnknownPlugin {
     pub known: String,
 }
 
+#[cfg_attr(not(test), allow(dead_code))]
 impl Registry {
     /// An empty registry.
     pub fn new() -> Registry {

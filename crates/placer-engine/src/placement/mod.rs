@@ -32,6 +32,7 @@ use crate::config::SchedulerConfig;
 use crate::framework::group::{unschedulable_all, GroupHooks, GroupOutcome};
 pub use crate::framework::placement::*;
 use crate::framework::Status;
+use crate::metrics::*;
 use crate::model::{NodeId, PodInfo};
 use crate::observer::Observer;
 use crate::plugins::node_resources::fit_count_on;
@@ -51,13 +52,6 @@ mod tests;
 
 use messages::*;
 use prefilter::*;
-
-/// Counter: candidate placements generated.
-pub const METRIC_PLACEMENT_TOTAL: &str = "scheduler_placement_total";
-/// Counter `{result=feasible|infeasible}`: placements evaluated.
-pub const METRIC_PLACEMENT_EVALUATIONS: &str = "scheduler_placement_evaluations_total";
-/// Histogram `{result}`: seconds to evaluate one placement.
-pub const METRIC_PLACEMENT_EVALUATION_DURATION: &str = "scheduler_placement_evaluation_duration_seconds";
 
 // ---------------------------------------------------------------------------------------
 // The placement algorithm.

@@ -108,6 +108,7 @@ impl TasCache {
     }
 
     /// How many times a domain tree was built (for tests and metrics).
+    #[cfg(test)]
     pub fn tree_builds(&self) -> u64 {
         self.builds
     }

@@ -46,8 +46,12 @@ use placer_api::gates::{FeatureGates, Gate};
 use crate::resources::Resources;
 
 use algorithm::{DomainState, Params, Solver};
-pub use request::{parse_request, validate_group, SliceLayer, TasError, TopologyMode, TopologyRequest};
-pub use tree::{DomainId, DomainTree, HOSTNAME_LEVEL};
+#[cfg(test)]
+pub use request::SliceLayer;
+pub use request::{parse_request, validate_group, TasError, TopologyMode, TopologyRequest};
+#[cfg(test)]
+pub use tree::HOSTNAME_LEVEL;
+pub use tree::{DomainId, DomainTree};
 
 /// The name failure messages give the topology (Placer declares a single one).
 pub const TOPOLOGY_NAME: &str = "default";

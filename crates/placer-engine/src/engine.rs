@@ -22,7 +22,8 @@ use placer_api::k8s::api::scheduling::v1alpha2::PodGroup;
 use rustc_hash::FxHashMap;
 
 use crate::config::SchedulerConfig;
-use crate::framework::group::{GroupHooks, GroupOutcome};
+use crate::framework::group::GroupOutcome;
+use crate::framework::preemption::GroupHooks;
 use crate::framework::Framework;
 use crate::metrics::*;
 use crate::model::{GroupKey, GroupPolicy, NodeId, NodeStatic, PodGroupInfo, PodInfo, PodKey};

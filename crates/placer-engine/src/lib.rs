@@ -66,8 +66,9 @@ pub fn check_profile(config: &SchedulerConfig) -> Result<(), UnknownPlugin> {
 
 /// Internals for the criterion benchmarks (`benches/`): not a stable API.
 pub mod bench {
-    pub use crate::framework::group::{GroupCycle, GroupHooks};
+    pub use crate::framework::group::GroupCycle;
     pub use crate::framework::placement::{total_scores, Placement, PlacementAggregate, PlacementCandidate};
+    pub use crate::framework::preemption::GroupHooks;
     pub use crate::framework::{Framework, PlacementFramework};
     pub use crate::model::{NodeId, NodeStatic, PodGroupInfo, PodInfo};
     pub use crate::placement::{schedule_pod_group, GroupContext};

@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 pub use crate::framework::group::*;
+pub use crate::framework::preemption::*;
 use crate::framework::{PlacementFeasible, PlacementProgress, Status};
 use crate::model::{GroupKey, NodeId, PodGroupInfo, PodInfo, PodKey};
 use crate::snapshot::Snapshot;

@@ -33,7 +33,7 @@ use placer_controllers::job::{JobController, JobValidation};
 use placer_controllers::scheduler::SchedulerController;
 use placer_controllers::Controller;
 use placer_engine::SchedulerConfig;
-use placer_engine::ScoringStrategy;
+use placer_engine::{ExtensionPoint, ScoringStrategy};
 
 use crate::expect::{check, unexpected_errors, CheckReport, Failure};
 use crate::generate::generated_nodes;
@@ -175,6 +175,17 @@ pub fn scheduler_config(s: &Scenario) -> Result<SchedulerConfig, String> {
     if let Some(names) = &p.scheduler_names {
         c.scheduler_names = names.clone();
     }
+    for (key, set) in &p.plugins {
+        let point = ExtensionPoint::from_key(key)
+            .ok_or_else(|| format!("plugins: unknown extension point {key:?}"))?;
+        for e in &set.enabled {
+            c.plugins.enable(point, &e.name, e.weight);
+        }
+        for d in &set.disabled {
+            c.plugins.disable(point, &d.name);
+        }
+    }
+    placer_engine::check_profile(&c).map_err(|e| e.to_string())?;
     Ok(c)
 }
 

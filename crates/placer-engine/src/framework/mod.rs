@@ -21,6 +21,7 @@ pub mod normalize;
 pub mod parsed;
 pub mod placement;
 pub mod pod;
+pub mod preemption;
 pub mod registry;
 mod status;
 

@@ -29,8 +29,9 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use crate::config::SchedulerConfig;
-use crate::framework::group::{unschedulable_all, GroupHooks, GroupOutcome};
+use crate::framework::group::{unschedulable_all, GroupOutcome};
 pub use crate::framework::placement::*;
+use crate::framework::preemption::GroupHooks;
 use crate::framework::Status;
 use crate::metrics::*;
 use crate::model::{NodeId, PodInfo};

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::config::{ExtensionPoint, PlacementSearch};
-use crate::framework::group::GroupHooks;
+use crate::framework::preemption::GroupHooks;
 use crate::observer::NoopObserver;
 use crate::plugins::testing::{affinity_term, match_labels, node, node_req, pod, snapshot_with, spread};
 use crate::podgroup::tests::group;

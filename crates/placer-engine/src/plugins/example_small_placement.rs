@@ -27,7 +27,7 @@ impl PlacementScore for ExampleSmallPlacement {
 #[cfg(test)]
 mod tests {
     use crate::config::{ExtensionPoint, SchedulerConfig};
-    use crate::framework::group::GroupHooks;
+    use crate::framework::preemption::GroupHooks;
     use crate::framework::GroupOutcome;
     use crate::observer::NoopObserver;
     use crate::placement::{schedule_pod_group, GroupContext};

@@ -90,19 +90,21 @@ pub fn registry() -> Registry {
 }
 
 /// The pod-level framework of `config`'s profile.
-pub fn pod_framework(config: &crate::config::SchedulerConfig) -> crate::framework::Framework {
+pub fn pod_framework(config: &crate::framework::SchedulerConfig) -> crate::framework::Framework {
     registry().pod_framework(config)
 }
 
 /// The placement framework of `config`'s profile.
-pub fn placement_framework(config: &crate::config::SchedulerConfig) -> crate::framework::PlacementFramework {
+pub fn placement_framework(
+    config: &crate::framework::SchedulerConfig,
+) -> crate::framework::PlacementFramework {
     registry().placement_framework(config)
 }
 
 #[cfg(test)]
 mod tests {
 
-    use crate::config::SchedulerConfig;
+    use crate::framework::SchedulerConfig;
 
     #[test]
     fn default_profile_matches_kube_scheduler() {

@@ -230,7 +230,8 @@ fn validate_plugins(
         }
     }
     if let Err(e) = placer_engine::check_profile(&config) {
-        problems.push(top(at, &format!("plugins.{}", e.point), e.to_string()));
+        let message = format!("unknown plugin {:?} (known here: {})", e.name, e.known);
+        problems.push(top(at, &format!("plugins.{}", e.point), message));
     }
 }
 

@@ -62,7 +62,8 @@ pub fn serve(options: ServeConfig) -> anyhow::Result<()> {
 
 /// Sets up `tracing` output on stderr: text, or JSON lines (records about a pod or a
 /// PodGroup carry a `pod_group` field). The level comes from `RUST_LOG` (default `info`).
-/// Does nothing if a subscriber is already installed.
+/// Text carries ANSI colour codes only when stderr is a terminal. Does nothing if a
+/// subscriber is already installed.
 pub fn init_logging(json: bool) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
@@ -76,7 +77,11 @@ pub fn init_logging(json: bool) {
             .with_writer(std::io::stderr)
             .try_init()
     } else {
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init()
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_writer(std::io::stderr)
+            .try_init()
     };
     let _ = result;
 }

@@ -1,0 +1,551 @@
+//! The scheduler's metrics, with the names, labels and buckets kube-scheduler v1.36 uses,
+//! on `prometheus-client`: one implementation for `placer serve` (`/metrics`) and
+//! `placer simulate --metrics FILE`.
+//!
+//! * [`MetricsBuilder`] registers every scheduler family up front (with `# HELP` text);
+//!   a home adds its own families through [`MetricsBuilder::registry_mut`] (serve: API
+//!   requests, watch cache, leadership) and then builds a shared [`Metrics`].
+//! * [`Metrics::observer`] is the engine's and the driver's [`Observer`]: it maps the names
+//!   they report (`scheduler_podgroup_schedule_attempts_total`, ...) onto the typed
+//!   families, adds the `profile` label where upstream has it, and measures durations with
+//!   the wall clock ([`Clock::Wall`]) or reports 0 for deterministic output
+//!   ([`Clock::Frozen`]).
+//! * [`Metrics::render`] writes the OpenMetrics text exposition (`# HELP`, `# TYPE`,
+//!   counters with `_total`, `# EOF`).
+//!
+//! Names reported through the observer that no family knows are dropped with a debug log;
+//! a test keeps the engine's and the driver's names and the families in step.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use placer_engine::Observer;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+pub mod names;
+
+use names::*;
+
+/// The content type of [`Metrics::render`].
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// A label set: (name, value) pairs in upstream's order.
+pub type Labels = Vec<(&'static str, String)>;
+
+/// Histogram buckets as upstream declares them: `ExponentialBuckets(start, factor, count)`,
+/// computed the way Go does (each bound the previous one times the factor).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Buckets {
+    pub start: f64,
+    pub factor: f64,
+    pub count: u16,
+}
+
+impl Buckets {
+    pub const fn exponential(start: f64, factor: f64, count: u16) -> Buckets {
+        Buckets { start, factor, count }
+    }
+
+    /// The upper bounds.
+    pub fn bounds(&self) -> Vec<f64> {
+        let mut out = Vec::with_capacity(usize::from(self.count));
+        let mut b = self.start;
+        for _ in 0..self.count {
+            out.push(b);
+            b *= self.factor;
+        }
+        out
+    }
+}
+
+impl MetricConstructor<Histogram> for Buckets {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(self.bounds())
+    }
+}
+
+/// `ExponentialBuckets(0.001, 2, 15)`: scheduling and PodGroup attempt / algorithm latency.
+pub const LATENCY_BUCKETS: Buckets = Buckets::exponential(0.001, 2.0, 15);
+/// `ExponentialBuckets(0.01, 2, 20)`: end-to-end pod scheduling (SLI) duration.
+pub const E2E_BUCKETS: Buckets = Buckets::exponential(0.01, 2.0, 20);
+/// `ExponentialBuckets(1, 2, 5)`: attempts to schedule a pod.
+pub const ATTEMPT_BUCKETS: Buckets = Buckets::exponential(1.0, 2.0, 5);
+/// `ExponentialBuckets(0.00001, 1.5, 20)`: one plugin at one extension point.
+pub const PLUGIN_BUCKETS: Buckets = Buckets::exponential(0.00001, 1.5, 20);
+/// `ExponentialBuckets(1, 2, 7)`: victims of a pod's preemption.
+pub const VICTIM_BUCKETS: Buckets = Buckets::exponential(1.0, 2.0, 7);
+/// `ExponentialBuckets(1, 2, 11)`: victims of a workload's preemption.
+pub const WORKLOAD_VICTIM_BUCKETS: Buckets = Buckets::exponential(1.0, 2.0, 11);
+
+pub type CounterFamily = Family<Labels, Counter>;
+pub type GaugeFamily = Family<Labels, Gauge<f64, AtomicU64>>;
+pub type HistogramFamily = Family<Labels, Histogram, Buckets>;
+
+/// A registered family, addressed by its exposition name.
+#[derive(Debug, Clone)]
+enum Slot {
+    Counter(CounterFamily),
+    Gauge(GaugeFamily),
+    Histogram(HistogramFamily),
+    PlainCounter(Counter),
+    PlainHistogram(Histogram),
+}
+
+/// One scheduler family: exposition name, help, kind and labels.
+struct Spec {
+    name: &'static str,
+    help: &'static str,
+    kind: SpecKind,
+    /// Whether upstream labels it with `profile` (added by the observer when missing).
+    profile: bool,
+}
+
+/// Families without labels upstream: plain metrics, exposed (at zero) from the start.
+const PLAIN: &[&str] = &[
+    SCHEDULING_ALGORITHM_DURATION,
+    POD_SCHEDULING_ATTEMPTS,
+    PREEMPTION_ATTEMPTS,
+    PREEMPTION_VICTIMS,
+    WORKLOAD_PREEMPTION_VICTIMS,
+    PODGROUP_SCHEDULING_ALGORITHM_DURATION,
+    PODGROUP_SCHEDULING_DURATION,
+];
+
+enum SpecKind {
+    Counter,
+    Gauge,
+    Histogram(Buckets),
+}
+
+/// Every scheduler family, with upstream's help text.
+const SPECS: &[Spec] = &[
+    Spec {
+        name: SCHEDULE_ATTEMPTS,
+        help: "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.",
+        kind: SpecKind::Counter,
+        profile: true,
+    },
+    Spec {
+        name: SCHEDULING_ATTEMPT_DURATION,
+        help: "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+        kind: SpecKind::Histogram(LATENCY_BUCKETS),
+        profile: true,
+    },
+    Spec {
+        name: SCHEDULING_ALGORITHM_DURATION,
+        help: "Scheduling algorithm latency in seconds",
+        kind: SpecKind::Histogram(LATENCY_BUCKETS),
+        profile: false,
+    },
+    Spec {
+        name: PENDING_PODS,
+        help: "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulableEntities that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
+        kind: SpecKind::Gauge,
+        profile: false,
+    },
+    Spec {
+        name: PENDING_ENTITIES,
+        help: "Number of pending scheduling entities ('pod' or 'podgroup'; 'pod' stands for individual pods that are not members of any podgroup) by the queue type: 'active', 'backoff', 'unschedulable' or 'gated' (a podgroup waiting for minCount pods is gated).",
+        kind: SpecKind::Gauge,
+        profile: false,
+    },
+    Spec {
+        name: QUEUED_ENTITIES,
+        help: "Number of queued scheduling entities ('pod' or 'podgroup'; 'pod' stands for individual pods that are not members of any podgroup) by the queue type. 'active' means number of entities in activeQ; 'backoff' means number of entities in backoffQ; 'unschedulable' means number of entities in unschedulableEntities that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable entities that the scheduler never attempted to schedule because they are gated.",
+        kind: SpecKind::Gauge,
+        profile: false,
+    },
+    Spec {
+        name: POD_SCHEDULING_SLI_DURATION,
+        help: "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and might involve multiple scheduling attempts.",
+        kind: SpecKind::Histogram(E2E_BUCKETS),
+        profile: false,
+    },
+    Spec {
+        name: POD_SCHEDULING_DURATION,
+        help: "(Deprecated since 1.29.0) E2e latency for a pod being scheduled which may include multiple scheduling attempts.",
+        kind: SpecKind::Histogram(E2E_BUCKETS),
+        profile: false,
+    },
+    Spec {
+        name: POD_SCHEDULING_ATTEMPTS,
+        help: "Number of attempts to successfully schedule a pod.",
+        kind: SpecKind::Histogram(ATTEMPT_BUCKETS),
+        profile: false,
+    },
+    Spec {
+        name: PLUGIN_EXECUTION_DURATION,
+        help: "Duration for running a plugin at a specific extension point.",
+        kind: SpecKind::Histogram(PLUGIN_BUCKETS),
+        profile: false,
+    },
+    Spec {
+        name: PREEMPTION_ATTEMPTS,
+        help: "Total preemption attempts in the cluster till now",
+        kind: SpecKind::Counter,
+        profile: false,
+    },
+    Spec {
+        name: PREEMPTION_VICTIMS,
+        help: "Number of selected preemption victims for preemption initiated by a single pod",
+        kind: SpecKind::Histogram(VICTIM_BUCKETS),
+        profile: false,
+    },
+    Spec {
+        name: WORKLOAD_PREEMPTION_VICTIMS,
+        help: "Number of pod preemption victims caused by workload preemption.",
+        kind: SpecKind::Histogram(WORKLOAD_VICTIM_BUCKETS),
+        profile: false,
+    },
+    Spec {
+        name: PODGROUP_SCHEDULE_ATTEMPTS,
+        help: "Number of attempts to schedule pod group, by the result. 'unschedulable' means a pod group could not be scheduled, while 'error' means an internal scheduler problem.",
+        kind: SpecKind::Counter,
+        profile: true,
+    },
+    Spec {
+        name: PODGROUP_SCHEDULING_ATTEMPT_DURATION,
+        help: "Pod group scheduling attempt latency in seconds",
+        kind: SpecKind::Histogram(LATENCY_BUCKETS),
+        profile: true,
+    },
+    Spec {
+        name: PODGROUP_SCHEDULING_ALGORITHM_DURATION,
+        help: "Pod group scheduling algorithm latency in seconds",
+        kind: SpecKind::Histogram(LATENCY_BUCKETS),
+        profile: false,
+    },
+    Spec {
+        name: PODGROUP_SCHEDULING_DURATION,
+        help: "Pod group scheduling cycle latency in seconds (KEP-5732's rollback signal; same observations as scheduler_podgroup_scheduling_attempt_duration_seconds without labels).",
+        kind: SpecKind::Histogram(LATENCY_BUCKETS),
+        profile: false,
+    },
+    Spec {
+        name: PLACEMENT_TOTAL,
+        help: "Number of candidate placements generated during pod group scheduling.",
+        kind: SpecKind::Counter,
+        profile: true,
+    },
+    Spec {
+        name: PLACEMENT_EVALUATIONS,
+        help: "Number of evaluated candidate placements, by the result ('feasible' or 'infeasible').",
+        kind: SpecKind::Counter,
+        profile: true,
+    },
+    Spec {
+        name: PLACEMENT_EVALUATION_DURATION,
+        help: "Latency in seconds of evaluating one candidate placement, by the result ('feasible' or 'infeasible').",
+        kind: SpecKind::Histogram(LATENCY_BUCKETS),
+        profile: true,
+    },
+    Spec {
+        name: GOROUTINES,
+        help: "Number of running goroutines split by the work they do such as binding.",
+        kind: SpecKind::Gauge,
+        profile: false,
+    },
+];
+
+/// The exposition name under which prometheus-client registers a family (counters lose
+/// their `_total`, which the encoder adds back).
+fn registered_name(name: &str, kind: &SpecKind) -> String {
+    match kind {
+        SpecKind::Counter => name.strip_suffix("_total").unwrap_or(name).to_string(),
+        _ => name.to_string(),
+    }
+}
+
+/// Registers the scheduler's families; add a home's own families, then [`build`](Self::build).
+pub struct MetricsBuilder {
+    registry: Registry,
+    slots: HashMap<&'static str, (Slot, bool)>,
+}
+
+impl std::fmt::Debug for MetricsBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsBuilder").field("families", &self.slots.len()).finish()
+    }
+}
+
+impl Default for MetricsBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MetricsBuilder {
+    pub fn new() -> MetricsBuilder {
+        let mut registry = Registry::default();
+        let mut slots = HashMap::new();
+        for spec in SPECS {
+            let reg_name = registered_name(spec.name, &spec.kind);
+            let plain = PLAIN.contains(&spec.name);
+            let slot = match spec.kind {
+                SpecKind::Counter if plain => {
+                    let c = Counter::default();
+                    registry.register(reg_name, spec.help, c.clone());
+                    Slot::PlainCounter(c)
+                }
+                SpecKind::Histogram(b) if plain => {
+                    let h = b.new_metric();
+                    registry.register(reg_name, spec.help, h.clone());
+                    Slot::PlainHistogram(h)
+                }
+                SpecKind::Counter => {
+                    let f = CounterFamily::default();
+                    registry.register(reg_name, spec.help, f.clone());
+                    Slot::Counter(f)
+                }
+                SpecKind::Gauge => {
+                    let f = GaugeFamily::default();
+                    registry.register(reg_name, spec.help, f.clone());
+                    Slot::Gauge(f)
+                }
+                SpecKind::Histogram(b) => {
+                    let f = HistogramFamily::new_with_constructor(b);
+                    registry.register(reg_name, spec.help, f.clone());
+                    Slot::Histogram(f)
+                }
+            };
+            slots.insert(spec.name, (slot, spec.profile));
+        }
+        MetricsBuilder { registry, slots }
+    }
+
+    /// The registry, to register a home's own families.
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
+    /// Freezes the registry. `profile`: the scheduler profile (kube-scheduler's
+    /// `schedulerName`) put on families that upstream labels by profile.
+    pub fn build(self, profile: &str, clock: Clock) -> Metrics {
+        Metrics {
+            inner: Arc::new(Inner {
+                registry: self.registry,
+                slots: self.slots,
+                profile: profile.to_string(),
+                clock,
+                timers: Mutex::new(Timers::default()),
+            }),
+        }
+    }
+}
+
+/// How durations are measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// The monotonic wall clock.
+    Wall,
+    /// Every duration is 0 (deterministic output, e.g. simulations on a virtual clock).
+    Frozen,
+}
+
+#[derive(Debug, Default)]
+struct Timers {
+    started: HashMap<u64, Instant>,
+    next: u64,
+}
+
+/// Timers kept at most (one per pending pod and per cycle); beyond, the oldest tokens
+/// measure 0 instead of leaking memory.
+const MAX_TIMERS: usize = 1_000_000;
+
+struct Inner {
+    registry: Registry,
+    slots: HashMap<&'static str, (Slot, bool)>,
+    profile: String,
+    clock: Clock,
+    timers: Mutex<Timers>,
+}
+
+/// The shared metrics: cheap to clone.
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").field("profile", &self.inner.profile).finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// The scheduler families only.
+    pub fn new(profile: &str, clock: Clock) -> Metrics {
+        MetricsBuilder::new().build(profile, clock)
+    }
+
+    /// The engine's and the driver's [`Observer`].
+    pub fn observer(&self) -> MetricsObserver {
+        MetricsObserver { metrics: self.clone() }
+    }
+
+    pub fn profile(&self) -> &str {
+        &self.inner.profile
+    }
+
+    /// The OpenMetrics text exposition of every family.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.inner.registry).is_err() {
+            tracing::warn!("metrics could not be encoded");
+        }
+        out
+    }
+
+    /// The value of one sample line of [`render`](Self::render), e.g.
+    /// `scheduler_schedule_attempts_total{result="scheduled",profile="placer"}` (tests,
+    /// diagnostics).
+    pub fn sample(&self, series: &str) -> Option<f64> {
+        self.render().lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+    }
+
+    fn labels(&self, pairs: &[(&'static str, &str)], profile: bool) -> Labels {
+        let mut labels: Labels = pairs.iter().map(|(k, v)| (*k, (*v).to_string())).collect();
+        if profile && !labels.iter().any(|(k, _)| *k == "profile") {
+            labels.push(("profile", self.inner.profile.clone()));
+        }
+        labels
+    }
+
+    fn slot(&self, name: &str) -> Option<&(Slot, bool)> {
+        let slot = self.inner.slots.get(name);
+        if slot.is_none() {
+            tracing::debug!(metric = name, "no such metric family; sample dropped");
+        }
+        slot
+    }
+
+    /// Adds `value` to counter `name`.
+    pub fn count(&self, name: &str, pairs: &[(&'static str, &str)], value: u64) {
+        match self.slot(name) {
+            Some((Slot::Counter(f), profile)) => {
+                f.get_or_create(&self.labels(pairs, *profile)).inc_by(value);
+            }
+            Some((Slot::PlainCounter(c), _)) => {
+                c.inc_by(value);
+            }
+            Some(_) => tracing::debug!(metric = name, "not a counter"),
+            None => {}
+        }
+    }
+
+    /// Records an observation of histogram `name`.
+    pub fn observe(&self, name: &str, pairs: &[(&'static str, &str)], value: f64) {
+        if !value.is_finite() {
+            return;
+        }
+        match self.slot(name) {
+            Some((Slot::Histogram(f), profile)) => {
+                f.get_or_create(&self.labels(pairs, *profile)).observe(value);
+            }
+            Some((Slot::PlainHistogram(h), _)) => h.observe(value),
+            Some(_) => tracing::debug!(metric = name, "not a histogram"),
+            None => {}
+        }
+    }
+
+    /// Sets gauge `name`.
+    pub fn set(&self, name: &str, pairs: &[(&'static str, &str)], value: f64) {
+        match self.slot(name) {
+            Some((Slot::Gauge(f), profile)) => {
+                f.get_or_create(&self.labels(pairs, *profile)).set(value);
+            }
+            Some(_) => tracing::debug!(metric = name, "not a gauge"),
+            None => {}
+        }
+    }
+
+    /// Whether a family of this exposition name is registered by this crate.
+    pub fn knows(&self, name: &str) -> bool {
+        self.inner.slots.contains_key(name)
+    }
+
+    fn start_timer(&self) -> u64 {
+        if self.inner.clock == Clock::Frozen {
+            return 0;
+        }
+        let mut t = self.inner.timers.lock().unwrap_or_else(|p| p.into_inner());
+        t.next = t.next.wrapping_add(1).max(1);
+        let token = t.next;
+        if t.started.len() >= MAX_TIMERS {
+            t.started.clear();
+        }
+        t.started.insert(token, Instant::now());
+        token
+    }
+
+    fn elapsed(&self, token: u64) -> f64 {
+        if self.inner.clock == Clock::Frozen || token == 0 {
+            return 0.0;
+        }
+        let mut t = self.inner.timers.lock().unwrap_or_else(|p| p.into_inner());
+        t.started.remove(&token).map_or(0.0, |s| s.elapsed().as_secs_f64())
+    }
+}
+
+/// The [`Observer`] over [`Metrics`]. Clones share the metrics.
+#[derive(Debug, Clone)]
+pub struct MetricsObserver {
+    metrics: Metrics,
+}
+
+impl MetricsObserver {
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+}
+
+impl Observer for MetricsObserver {
+    fn count(&mut self, name: &'static str, labels: &[(&'static str, &str)], value: u64) {
+        let (name, labels) = translate(name, labels);
+        self.metrics.count(name, &labels, value);
+    }
+
+    fn observe(&mut self, name: &'static str, labels: &[(&'static str, &str)], value: f64) {
+        let (name, labels) = translate(name, labels);
+        self.metrics.observe(name, &labels, value);
+    }
+
+    fn gauge(&mut self, name: &'static str, labels: &[(&'static str, &str)], value: f64) {
+        self.metrics.set(name, labels, value);
+    }
+
+    fn start_timer(&mut self) -> u64 {
+        self.metrics.start_timer()
+    }
+
+    fn elapsed_seconds(&mut self, token: u64) -> f64 {
+        self.metrics.elapsed(token)
+    }
+}
+
+/// Maps the engine's labels onto upstream's families where they differ: preemption is
+/// reported with a `kind` label (`pod` or `podgroup`); upstream has
+/// `scheduler_preemption_attempts_total` without labels and separate victim histograms
+/// for pod and workload preemption.
+fn translate<'a>(
+    name: &'static str,
+    labels: &'a [(&'static str, &'a str)],
+) -> (&'static str, Vec<(&'static str, &'a str)>) {
+    let kind = labels.iter().find(|(k, _)| *k == "kind").map(|(_, v)| *v);
+    match name {
+        PREEMPTION_ATTEMPTS => (name, Vec::new()),
+        PREEMPTION_VICTIMS if kind == Some("podgroup") => (WORKLOAD_PREEMPTION_VICTIMS, Vec::new()),
+        PREEMPTION_VICTIMS => (name, Vec::new()),
+        _ => (name, labels.to_vec()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -53,7 +53,8 @@ pub const METRIC_PODGROUP_ATTEMPTS: &str = "scheduler_podgroup_schedule_attempts
 /// Histogram `{result}`: seconds per PodGroup cycle (algorithm and decisions).
 pub const METRIC_PODGROUP_ATTEMPT_DURATION: &str = "scheduler_podgroup_scheduling_attempt_duration_seconds";
 /// Histogram: seconds of the PodGroup algorithm of one cycle.
-pub const METRIC_PODGROUP_ALGORITHM_DURATION: &str = "scheduler_podgroup_scheduling_algorithm_duration_seconds";
+pub const METRIC_PODGROUP_ALGORITHM_DURATION: &str =
+    "scheduler_podgroup_scheduling_algorithm_duration_seconds";
 /// Histogram: seconds per PodGroup cycle (KEP-5732's name, no labels).
 pub const METRIC_PODGROUP_DURATION: &str = "scheduler_podgroup_scheduling_duration_seconds";
 

@@ -22,7 +22,7 @@ use tokio::sync::{oneshot, watch};
 use crate::config::{self, ServeSettings, JOB_MANAGED_BY};
 use crate::http::{self, Health};
 use crate::leader::{self, Leadership};
-use crate::metrics::{Metrics, MetricsObserver, LEADER};
+use crate::metrics::{Metrics, LEADER};
 use crate::runloop::{self, ControllerFactory, LoopTiming, SchedulingLoop, Slot, View};
 use crate::store::{KubeStore, StoreOptions, WATCHED_KINDS};
 
@@ -143,7 +143,7 @@ fn controller_factory(settings: &ServeSettings, metrics: Arc<Metrics>) -> Contro
     let scheduler = settings.scheduler.clone();
     let job_controller = settings.job_controller;
     Box::new(move || {
-        let observer = Box::new(MetricsObserver::new(metrics.clone()));
+        let observer = Box::new(metrics.observer());
         let mut slots = vec![Slot {
             controller: Box::new(SchedulerController::new(scheduler.clone(), observer)),
             view: View::Full,
@@ -180,7 +180,7 @@ pub async fn run(
         job_controller = settings.job_controller,
         "starting"
     );
-    let metrics = Metrics::new();
+    let metrics = Metrics::for_profile(&settings.scheduler_name);
     let leadership =
         if settings.leader_election.is_some() { Leadership::standby() } else { Leadership::always() };
     metrics.set_gauge(LEADER, &[], if leadership.is_leader() { 1.0 } else { 0.0 });

@@ -31,7 +31,7 @@ use prometheus_client::registry::Registry;
 
 pub mod names;
 
-use names::*;
+pub use names::*;
 
 /// The content type of [`Metrics::render`].
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -95,170 +95,79 @@ enum Slot {
     Gauge(GaugeFamily),
     Histogram(HistogramFamily),
     PlainCounter(Counter),
+    PlainGauge(Gauge<f64, AtomicU64>),
     PlainHistogram(Histogram),
 }
 
-/// One scheduler family: exposition name, help, kind and labels.
-struct Spec {
-    name: &'static str,
-    help: &'static str,
-    kind: SpecKind,
-    /// Whether upstream labels it with `profile` (added by the observer when missing).
-    profile: bool,
+/// A family: exposition name, help, kind, and whether it is labelled by profile or has no
+/// labels at all (a plain metric, exposed at zero from the start as upstream's are).
+#[derive(Debug, Clone, Copy)]
+pub struct FamilySpec {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub kind: FamilyKind,
+    /// Upstream labels it with `profile` (added by the observer when missing).
+    pub profile: bool,
+    /// No labels.
+    pub plain: bool,
 }
 
-/// Families without labels upstream: plain metrics, exposed (at zero) from the start.
-const PLAIN: &[&str] = &[
-    SCHEDULING_ALGORITHM_DURATION,
-    POD_SCHEDULING_ATTEMPTS,
-    PREEMPTION_ATTEMPTS,
-    PREEMPTION_VICTIMS,
-    WORKLOAD_PREEMPTION_VICTIMS,
-    PODGROUP_SCHEDULING_ALGORITHM_DURATION,
-    PODGROUP_SCHEDULING_DURATION,
-];
-
-enum SpecKind {
+/// What a family holds.
+#[derive(Debug, Clone, Copy)]
+pub enum FamilyKind {
     Counter,
     Gauge,
     Histogram(Buckets),
 }
 
+impl FamilySpec {
+    pub const fn counter(name: &'static str, help: &'static str) -> FamilySpec {
+        FamilySpec { name, help, kind: FamilyKind::Counter, profile: false, plain: false }
+    }
+    pub const fn gauge(name: &'static str, help: &'static str) -> FamilySpec {
+        FamilySpec { name, help, kind: FamilyKind::Gauge, profile: false, plain: false }
+    }
+    pub const fn histogram(name: &'static str, help: &'static str, buckets: Buckets) -> FamilySpec {
+        FamilySpec { name, help, kind: FamilyKind::Histogram(buckets), profile: false, plain: false }
+    }
+    pub const fn by_profile(self) -> FamilySpec {
+        FamilySpec { profile: true, ..self }
+    }
+    pub const fn plain(self) -> FamilySpec {
+        FamilySpec { plain: true, ..self }
+    }
+}
+
 /// Every scheduler family, with upstream's help text.
-const SPECS: &[Spec] = &[
-    Spec {
-        name: SCHEDULE_ATTEMPTS,
-        help: "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.",
-        kind: SpecKind::Counter,
-        profile: true,
-    },
-    Spec {
-        name: SCHEDULING_ATTEMPT_DURATION,
-        help: "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
-        kind: SpecKind::Histogram(LATENCY_BUCKETS),
-        profile: true,
-    },
-    Spec {
-        name: SCHEDULING_ALGORITHM_DURATION,
-        help: "Scheduling algorithm latency in seconds",
-        kind: SpecKind::Histogram(LATENCY_BUCKETS),
-        profile: false,
-    },
-    Spec {
-        name: PENDING_PODS,
-        help: "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulableEntities that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated.",
-        kind: SpecKind::Gauge,
-        profile: false,
-    },
-    Spec {
-        name: PENDING_ENTITIES,
-        help: "Number of pending scheduling entities ('pod' or 'podgroup'; 'pod' stands for individual pods that are not members of any podgroup) by the queue type: 'active', 'backoff', 'unschedulable' or 'gated' (a podgroup waiting for minCount pods is gated).",
-        kind: SpecKind::Gauge,
-        profile: false,
-    },
-    Spec {
-        name: QUEUED_ENTITIES,
-        help: "Number of queued scheduling entities ('pod' or 'podgroup'; 'pod' stands for individual pods that are not members of any podgroup) by the queue type. 'active' means number of entities in activeQ; 'backoff' means number of entities in backoffQ; 'unschedulable' means number of entities in unschedulableEntities that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable entities that the scheduler never attempted to schedule because they are gated.",
-        kind: SpecKind::Gauge,
-        profile: false,
-    },
-    Spec {
-        name: POD_SCHEDULING_SLI_DURATION,
-        help: "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and might involve multiple scheduling attempts.",
-        kind: SpecKind::Histogram(E2E_BUCKETS),
-        profile: false,
-    },
-    Spec {
-        name: POD_SCHEDULING_DURATION,
-        help: "(Deprecated since 1.29.0) E2e latency for a pod being scheduled which may include multiple scheduling attempts.",
-        kind: SpecKind::Histogram(E2E_BUCKETS),
-        profile: false,
-    },
-    Spec {
-        name: POD_SCHEDULING_ATTEMPTS,
-        help: "Number of attempts to successfully schedule a pod.",
-        kind: SpecKind::Histogram(ATTEMPT_BUCKETS),
-        profile: false,
-    },
-    Spec {
-        name: PLUGIN_EXECUTION_DURATION,
-        help: "Duration for running a plugin at a specific extension point.",
-        kind: SpecKind::Histogram(PLUGIN_BUCKETS),
-        profile: false,
-    },
-    Spec {
-        name: PREEMPTION_ATTEMPTS,
-        help: "Total preemption attempts in the cluster till now",
-        kind: SpecKind::Counter,
-        profile: false,
-    },
-    Spec {
-        name: PREEMPTION_VICTIMS,
-        help: "Number of selected preemption victims for preemption initiated by a single pod",
-        kind: SpecKind::Histogram(VICTIM_BUCKETS),
-        profile: false,
-    },
-    Spec {
-        name: WORKLOAD_PREEMPTION_VICTIMS,
-        help: "Number of pod preemption victims caused by workload preemption.",
-        kind: SpecKind::Histogram(WORKLOAD_VICTIM_BUCKETS),
-        profile: false,
-    },
-    Spec {
-        name: PODGROUP_SCHEDULE_ATTEMPTS,
-        help: "Number of attempts to schedule pod group, by the result. 'unschedulable' means a pod group could not be scheduled, while 'error' means an internal scheduler problem.",
-        kind: SpecKind::Counter,
-        profile: true,
-    },
-    Spec {
-        name: PODGROUP_SCHEDULING_ATTEMPT_DURATION,
-        help: "Pod group scheduling attempt latency in seconds",
-        kind: SpecKind::Histogram(LATENCY_BUCKETS),
-        profile: true,
-    },
-    Spec {
-        name: PODGROUP_SCHEDULING_ALGORITHM_DURATION,
-        help: "Pod group scheduling algorithm latency in seconds",
-        kind: SpecKind::Histogram(LATENCY_BUCKETS),
-        profile: false,
-    },
-    Spec {
-        name: PODGROUP_SCHEDULING_DURATION,
-        help: "Pod group scheduling cycle latency in seconds (KEP-5732's rollback signal; same observations as scheduler_podgroup_scheduling_attempt_duration_seconds without labels).",
-        kind: SpecKind::Histogram(LATENCY_BUCKETS),
-        profile: false,
-    },
-    Spec {
-        name: PLACEMENT_TOTAL,
-        help: "Number of candidate placements generated during pod group scheduling.",
-        kind: SpecKind::Counter,
-        profile: true,
-    },
-    Spec {
-        name: PLACEMENT_EVALUATIONS,
-        help: "Number of evaluated candidate placements, by the result ('feasible' or 'infeasible').",
-        kind: SpecKind::Counter,
-        profile: true,
-    },
-    Spec {
-        name: PLACEMENT_EVALUATION_DURATION,
-        help: "Latency in seconds of evaluating one candidate placement, by the result ('feasible' or 'infeasible').",
-        kind: SpecKind::Histogram(LATENCY_BUCKETS),
-        profile: true,
-    },
-    Spec {
-        name: GOROUTINES,
-        help: "Number of running goroutines split by the work they do such as binding.",
-        kind: SpecKind::Gauge,
-        profile: false,
-    },
+pub const SCHEDULER_FAMILIES: &[FamilySpec] = &[
+    FamilySpec::counter(SCHEDULE_ATTEMPTS, "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.").by_profile(),
+    FamilySpec::histogram(SCHEDULING_ATTEMPT_DURATION, "Scheduling attempt latency in seconds (scheduling algorithm + binding)", LATENCY_BUCKETS).by_profile(),
+    FamilySpec::histogram(SCHEDULING_ALGORITHM_DURATION, "Scheduling algorithm latency in seconds", LATENCY_BUCKETS).plain(),
+    FamilySpec::gauge(PENDING_PODS, "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulableEntities that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never attempted to schedule because they are gated."),
+    FamilySpec::gauge(PENDING_ENTITIES, "Number of pending scheduling entities ('pod' or 'podgroup'; 'pod' stands for individual pods that are not members of any podgroup) by the queue type: 'active', 'backoff', 'unschedulable' or 'gated' (a podgroup waiting for minCount pods is gated)."),
+    FamilySpec::gauge(QUEUED_ENTITIES, "Number of queued scheduling entities ('pod' or 'podgroup'; 'pod' stands for individual pods that are not members of any podgroup) by the queue type. 'active' means number of entities in activeQ; 'backoff' means number of entities in backoffQ; 'unschedulable' means number of entities in unschedulableEntities that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable entities that the scheduler never attempted to schedule because they are gated."),
+    FamilySpec::histogram(POD_SCHEDULING_SLI_DURATION, "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and might involve multiple scheduling attempts.", E2E_BUCKETS),
+    FamilySpec::histogram(POD_SCHEDULING_DURATION, "(Deprecated since 1.29.0) E2e latency for a pod being scheduled which may include multiple scheduling attempts.", E2E_BUCKETS),
+    FamilySpec::histogram(POD_SCHEDULING_ATTEMPTS, "Number of attempts to successfully schedule a pod.", ATTEMPT_BUCKETS).plain(),
+    FamilySpec::histogram(PLUGIN_EXECUTION_DURATION, "Duration for running a plugin at a specific extension point.", PLUGIN_BUCKETS),
+    FamilySpec::counter(PREEMPTION_ATTEMPTS, "Total preemption attempts in the cluster till now").plain(),
+    FamilySpec::histogram(PREEMPTION_VICTIMS, "Number of selected preemption victims for preemption initiated by a single pod", VICTIM_BUCKETS).plain(),
+    FamilySpec::histogram(WORKLOAD_PREEMPTION_VICTIMS, "Number of pod preemption victims caused by workload preemption.", WORKLOAD_VICTIM_BUCKETS).plain(),
+    FamilySpec::counter(PODGROUP_SCHEDULE_ATTEMPTS, "Number of attempts to schedule pod group, by the result. 'unschedulable' means a pod group could not be scheduled, while 'error' means an internal scheduler problem.").by_profile(),
+    FamilySpec::histogram(PODGROUP_SCHEDULING_ATTEMPT_DURATION, "Pod group scheduling attempt latency in seconds", LATENCY_BUCKETS).by_profile(),
+    FamilySpec::histogram(PODGROUP_SCHEDULING_ALGORITHM_DURATION, "Pod group scheduling algorithm latency in seconds", LATENCY_BUCKETS).plain(),
+    FamilySpec::histogram(PODGROUP_SCHEDULING_DURATION, "Pod group scheduling cycle latency in seconds (KEP-5732's rollback signal; same observations as scheduler_podgroup_scheduling_attempt_duration_seconds without labels).", LATENCY_BUCKETS).plain(),
+    FamilySpec::counter(PLACEMENT_TOTAL, "Number of candidate placements generated during pod group scheduling.").by_profile(),
+    FamilySpec::counter(PLACEMENT_EVALUATIONS, "Number of evaluated candidate placements, by the result ('feasible' or 'infeasible').").by_profile(),
+    FamilySpec::histogram(PLACEMENT_EVALUATION_DURATION, "Latency in seconds of evaluating one candidate placement, by the result ('feasible' or 'infeasible').", LATENCY_BUCKETS).by_profile(),
+    FamilySpec::gauge(GOROUTINES, "Number of running goroutines split by the work they do such as binding."),
 ];
 
 /// The exposition name under which prometheus-client registers a family (counters lose
 /// their `_total`, which the encoder adds back).
-fn registered_name(name: &str, kind: &SpecKind) -> String {
+fn registered_name(name: &str, kind: &FamilyKind) -> String {
     match kind {
-        SpecKind::Counter => name.strip_suffix("_total").unwrap_or(name).to_string(),
+        FamilyKind::Counter => name.strip_suffix("_total").unwrap_or(name).to_string(),
         _ => name.to_string(),
     }
 }
@@ -283,41 +192,53 @@ impl Default for MetricsBuilder {
 
 impl MetricsBuilder {
     pub fn new() -> MetricsBuilder {
-        let mut registry = Registry::default();
-        let mut slots = HashMap::new();
-        for spec in SPECS {
+        let mut b = MetricsBuilder { registry: Registry::default(), slots: HashMap::new() };
+        b.add(SCHEDULER_FAMILIES);
+        b
+    }
+
+    /// Registers a home's own families (the observer and [`Metrics::count`] and friends
+    /// then know them by name too).
+    pub fn add(&mut self, specs: &[FamilySpec]) {
+        for spec in specs {
             let reg_name = registered_name(spec.name, &spec.kind);
-            let plain = PLAIN.contains(&spec.name);
+            // The encoder ends every help text with a period.
+            let help = spec.help.strip_suffix('.').unwrap_or(spec.help);
+            let registry = &mut self.registry;
             let slot = match spec.kind {
-                SpecKind::Counter if plain => {
+                FamilyKind::Counter if spec.plain => {
                     let c = Counter::default();
-                    registry.register(reg_name, spec.help, c.clone());
+                    registry.register(reg_name, help, c.clone());
                     Slot::PlainCounter(c)
                 }
-                SpecKind::Histogram(b) if plain => {
+                FamilyKind::Gauge if spec.plain => {
+                    let g = Gauge::<f64, AtomicU64>::default();
+                    registry.register(reg_name, help, g.clone());
+                    Slot::PlainGauge(g)
+                }
+                FamilyKind::Histogram(b) if spec.plain => {
                     let h = b.new_metric();
-                    registry.register(reg_name, spec.help, h.clone());
+                    registry.register(reg_name, help, h.clone());
                     Slot::PlainHistogram(h)
                 }
-                SpecKind::Counter => {
+                FamilyKind::Counter => {
                     let f = CounterFamily::default();
-                    registry.register(reg_name, spec.help, f.clone());
+                    registry.register(reg_name, help, f.clone());
                     Slot::Counter(f)
                 }
-                SpecKind::Gauge => {
+                FamilyKind::Gauge => {
                     let f = GaugeFamily::default();
-                    registry.register(reg_name, spec.help, f.clone());
+                    registry.register(reg_name, help, f.clone());
                     Slot::Gauge(f)
                 }
-                SpecKind::Histogram(b) => {
+                FamilyKind::Histogram(b) => {
                     let f = HistogramFamily::new_with_constructor(b);
-                    registry.register(reg_name, spec.help, f.clone());
+                    registry.register(reg_name, help, f.clone());
                     Slot::Histogram(f)
                 }
             };
-            slots.insert(spec.name, (slot, spec.profile));
+            self.slots.insert(spec.name, (slot, spec.profile));
         }
-        MetricsBuilder { registry, slots }
     }
 
     /// The registry, to register a home's own families.
@@ -461,12 +382,25 @@ impl Metrics {
             Some((Slot::Gauge(f), profile)) => {
                 f.get_or_create(&self.labels(pairs, *profile)).set(value);
             }
+            Some((Slot::PlainGauge(g), _)) => {
+                g.set(value);
+            }
             Some(_) => tracing::debug!(metric = name, "not a gauge"),
             None => {}
         }
     }
 
-    /// Whether a family of this exposition name is registered by this crate.
+    /// The value of a counter series (0 when absent): `name` as exposed (`..._total`).
+    pub fn counter_value(&self, name: &str, pairs: &[(&str, &str)]) -> u64 {
+        self.sample(&series(name, pairs)).map_or(0, |v| v as u64)
+    }
+
+    /// The number of observations of a histogram series (0 when absent).
+    pub fn histogram_count(&self, name: &str, pairs: &[(&str, &str)]) -> u64 {
+        self.sample(&series(&format!("{name}_count"), pairs)).map_or(0, |v| v as u64)
+    }
+
+    /// Whether a family of this exposition name is registered.
     pub fn knows(&self, name: &str) -> bool {
         self.inner.slots.contains_key(name)
     }
@@ -492,6 +426,15 @@ impl Metrics {
         let mut t = self.inner.timers.lock().unwrap_or_else(|p| p.into_inner());
         t.started.remove(&token).map_or(0.0, |s| s.elapsed().as_secs_f64())
     }
+}
+
+/// `name{k="v",...}` as the exposition writes a series.
+fn series(name: &str, pairs: &[(&str, &str)]) -> String {
+    if pairs.is_empty() {
+        return name.to_string();
+    }
+    let labels: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    format!("{name}{{{}}}", labels.join(","))
 }
 
 /// The [`Observer`] over [`Metrics`]. Clones share the metrics.

@@ -22,15 +22,15 @@ fn every_family_has_help_and_type_once_it_has_a_sample() {
     assert!(text.contains("scheduler_scheduling_algorithm_duration_seconds_count 0"), "{text}");
     assert!(text.contains("scheduler_preemption_attempts_total 0"), "{text}");
     let mut o = m.observer();
-    for spec in SPECS {
+    for spec in SCHEDULER_FAMILIES {
         match spec.kind {
-            SpecKind::Counter => o.count(spec.name, &[("result", "x")], 1),
-            SpecKind::Gauge => o.gauge(spec.name, &[("queue", "active")], 1.0),
-            SpecKind::Histogram(_) => o.observe(spec.name, &[("result", "x")], 1.0),
+            FamilyKind::Counter => o.count(spec.name, &[("result", "x")], 1),
+            FamilyKind::Gauge => o.gauge(spec.name, &[("queue", "active")], 1.0),
+            FamilyKind::Histogram(_) => o.observe(spec.name, &[("result", "x")], 1.0),
         }
     }
     let text = m.render();
-    for spec in SPECS {
+    for spec in SCHEDULER_FAMILIES {
         let reg = registered_name(spec.name, &spec.kind);
         assert!(text.contains(&format!("# HELP {reg} ")), "no HELP for {reg}:\n{text}");
         assert!(text.contains(&format!("# TYPE {reg} ")), "no TYPE for {reg}");

@@ -90,7 +90,9 @@ pub fn clean_text(text: &str) -> String {
             })
             .filter(|t| !t.is_empty());
         return match title {
-            Some(t) => format!("an HTML page ({} bytes) titled {:?}", text.len(), truncate_chars(&t, 80, t.len())),
+            Some(t) => {
+                format!("an HTML page ({} bytes) titled {:?}", text.len(), truncate_chars(&t, 80, t.len()))
+            }
             None => format!("an HTML page ({} bytes)", text.len()),
         };
     }

@@ -118,6 +118,12 @@ pub async fn connect(
             "cannot find a cluster: no kubeconfig ($KUBECONFIG or ~/.kube/config) and not in a pod",
         )?,
     };
+    client_for(config, rate_limit)
+}
+
+/// A client for `config` whose requests are paced by `rate_limit` (qps, burst; `None`:
+/// unlimited), and the API server's URL.
+pub fn client_for(config: kube::Config, rate_limit: Option<(f64, u32)>) -> anyhow::Result<(Client, String)> {
     let server = config.cluster_url.to_string();
     let client = kube::client::ClientBuilder::try_from(config)
         .with_context(|| format!("cannot create the Kubernetes client for {server}"))?

@@ -635,7 +635,10 @@ mod dispatcher {
         assert_eq!(pod_name(&uri), "other", "other groups go on");
         reply(s, 201, status(201, "", ""));
         let out = outcomes(&mut d, 2).await;
-        assert_eq!(out[0].result, BindResult::Failed(StoreError::NotFound(ObjectRef::new(Kind::Pod, "ns", "a"))));
+        assert_eq!(
+            out[0].result,
+            BindResult::Failed(StoreError::NotFound(ObjectRef::new(Kind::Pod, "ns", "a")))
+        );
         assert_eq!(out[1].result, BindResult::Bound);
         no_more_requests(&mut api).await;
         assert_eq!(d.outstanding(), 0);

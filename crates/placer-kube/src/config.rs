@@ -389,12 +389,7 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
 
     let cc = &raw.client_connection;
     let rate_limit = match cc.qps {
-        Some(q) if q < 0.0 && q != -1.0 => {
-            return Err(
-                c.err("clientConnection.qps", format!("must be positive, or -1 for no limit, not {q}"))
-            )
-        }
-        Some(q) if q == -1.0 => None,
+        Some(-1.0) => None,
         Some(q) if !(q > 0.0 && q.is_finite()) => {
             return Err(
                 c.err("clientConnection.qps", format!("must be positive, or -1 for no limit, not {q}"))

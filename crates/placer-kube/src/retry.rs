@@ -74,7 +74,20 @@ pub fn describe(e: &kube::Error) -> String {
                 format!("{} (HTTP {} {})", message, s.code, s.reason)
             }
         }
-        other => clean_text(&other.to_string()),
+        other => {
+            // The causes say what happened ("connection refused", "dns error", ...).
+            let mut text = other.to_string();
+            let mut source = std::error::Error::source(other);
+            while let Some(cause) = source {
+                let c = cause.to_string();
+                if !text.contains(&c) {
+                    text.push_str(": ");
+                    text.push_str(&c);
+                }
+                source = cause.source();
+            }
+            clean_text(&text)
+        }
     }
 }
 

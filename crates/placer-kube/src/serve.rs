@@ -69,7 +69,10 @@ pub fn serve(options: ServeConfig) -> anyhow::Result<()> {
 /// subscriber is already installed.
 pub fn init_logging(json: bool) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // kube's client logs every failed request at error level; Placer's own messages say
+    // the same once, with the URL and server, under a backoff.
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,kube_client::client::builder=off"));
     let result = if json {
         tracing_subscriber::fmt()
             .json()

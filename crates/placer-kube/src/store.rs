@@ -537,8 +537,16 @@ async fn reflect<K: KindType>(client: Client, shared: Arc<Shared>, metrics: Arc<
     let mut synced_once = false;
     let mut failures: u32 = 0;
     while let Some(item) = stream.next().await {
-        if item.is_ok() && failures > 0 {
-            tracing::info!(%kind, url = %url, server = %server, failures, "watch recovered");
+        // `Init` starts a relist before any request: only an answer proves the server is back.
+        let answered = matches!(
+            item,
+            Ok(WatcherEvent::InitApply(_)
+                | WatcherEvent::InitDone
+                | WatcherEvent::Apply(_)
+                | WatcherEvent::Delete(_))
+        );
+        if answered && failures > 0 {
+            tracing::info!(%kind, failures, "watch of {url} on {server} recovered");
             failures = 0;
         }
         match item {
@@ -605,14 +613,12 @@ async fn reflect<K: KindType>(client: Client, shared: Arc<Shared>, metrics: Arc<
                 if watch_error_is_loud(failures) {
                     tracing::warn!(
                         %kind,
-                        url = %url,
-                        server = %server,
                         failures,
                         retry_in_ms = wait.as_millis() as u64,
                         "watch of {url} on {server} failed: {error}{hint}",
                     );
                 } else {
-                    tracing::debug!(%kind, url = %url, server = %server, failures, error = %error, "watch error");
+                    tracing::debug!(%kind, failures, "watch of {url} on {server} failed: {error}");
                 }
                 tokio::time::sleep(wait).await;
             }

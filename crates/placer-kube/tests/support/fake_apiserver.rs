@@ -77,9 +77,9 @@ struct Target {
 
 fn parse(path: &str) -> Option<Target> {
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (prefix, rest) = match parts.first()? {
-        &"api" => (format!("/api/{}", parts.get(1)?), &parts[2..]),
-        &"apis" => (format!("/apis/{}/{}", parts.get(1)?, parts.get(2)?), &parts[3..]),
+    let (prefix, rest) = match *parts.first()? {
+        "api" => (format!("/api/{}", parts.get(1)?), &parts[2..]),
+        "apis" => (format!("/apis/{}/{}", parts.get(1)?, parts.get(2)?), &parts[3..]),
         _ => return None,
     };
     let (namespace, rest) = match rest {

@@ -120,7 +120,7 @@ fn metrics_are_written_to_a_file_apart_from_the_report() {
         "# HELP scheduler_podgroup_schedule_attempts ",
         "scheduler_podgroup_schedule_attempts_total{result=\"scheduled\",profile=\"default-scheduler\"} 1",
         "# TYPE scheduler_podgroup_scheduling_attempt_duration_seconds histogram",
-        "scheduler_schedule_attempts_total{result=\"scheduled\",profile=\"default-scheduler\"} 4",
+        "scheduler_schedule_attempts_total{result=\"scheduled\",profile=\"default-scheduler\"} 5",
         "scheduler_placement_total{profile=\"default-scheduler\"}",
         "scheduler_pending_pods{queue=\"active\"} 0",
         "# EOF",

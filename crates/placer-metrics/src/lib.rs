@@ -315,13 +315,14 @@ impl Metrics {
         &self.inner.profile
     }
 
-    /// The OpenMetrics text exposition of every family.
+    /// The OpenMetrics text exposition of every family; series sorted by their labels, so
+    /// identical runs give identical text.
     pub fn render(&self) -> String {
         let mut out = String::new();
         if encode(&mut out, &self.inner.registry).is_err() {
             tracing::warn!("metrics could not be encoded");
         }
-        out
+        sort_series(&out)
     }
 
     /// The value of one sample line of [`render`](Self::render), e.g.
@@ -426,6 +427,52 @@ impl Metrics {
         let mut t = self.inner.timers.lock().unwrap_or_else(|p| p.into_inner());
         t.started.remove(&token).map_or(0.0, |s| s.elapsed().as_secs_f64())
     }
+}
+
+/// Sorts the series of every family by name and labels (prometheus-client keeps them in a
+/// hash map). The lines of one histogram series (`_sum`, `_count`, `_bucket`s) stay
+/// together and in their order.
+fn sort_series(text: &str) -> String {
+    fn key(line: &str) -> String {
+        let series = line.rsplit_once(' ').map_or(line, |(s, _)| s);
+        let (name, labels) = series.split_once('{').unwrap_or((series, ""));
+        let base = ["_bucket", "_sum", "_count", "_total"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix))
+            .unwrap_or(name);
+        let labels: Vec<&str> = labels
+            .trim_end_matches('}')
+            .split(',')
+            .filter(|l| !l.is_empty() && !l.starts_with("le="))
+            .collect();
+        format!("{base}{{{}}}", labels.join(","))
+    }
+    fn flush(out: &mut String, groups: &mut Vec<(String, Vec<&str>)>) {
+        groups.sort_by(|a, b| a.0.cmp(&b.0));
+        for (_, lines) in groups.drain(..) {
+            for l in lines {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('#') {
+            flush(&mut out, &mut groups);
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let k = key(line);
+        match groups.last_mut() {
+            Some((last, lines)) if *last == k => lines.push(line),
+            _ => groups.push((k, vec![line])),
+        }
+    }
+    flush(&mut out, &mut groups);
+    out
 }
 
 /// `name{k="v",...}` as the exposition writes a series.

@@ -115,3 +115,31 @@ fn homes_register_their_own_families_in_the_same_exposition() {
     assert!(text.contains("placer_api_requests_total{verb=\"bind\"} 1"));
     assert!(text.contains("# HELP scheduler_scheduling_algorithm_duration_seconds "));
 }
+
+#[test]
+fn the_exposition_is_the_same_for_the_same_observations() {
+    let render = || {
+        let m = metrics();
+        let mut o = m.observer();
+        for q in ["active", "backoff", "unschedulable", "gated"] {
+            for t in ["pod", "podgroup"] {
+                o.gauge(PENDING_ENTITIES, &[("queue", q), ("type", t)], 1.0);
+            }
+        }
+        for r in ["feasible", "infeasible"] {
+            o.observe(PLACEMENT_EVALUATION_DURATION, &[("result", r)], 0.01);
+        }
+        m.render()
+    };
+    let first = render();
+    for _ in 0..5 {
+        assert_eq!(render(), first);
+    }
+    let active = first.find("scheduler_pending_entities{queue=\"active\",type=\"pod\"}").unwrap();
+    let gated = first.find("scheduler_pending_entities{queue=\"gated\",type=\"pod\"}").unwrap();
+    assert!(active < gated, "sorted by labels");
+    // A histogram series keeps its lines together: sum, count, then the buckets in order.
+    let feasible = &first[first.find("_sum{result=\"feasible\"").unwrap()..];
+    let next = feasible.find("_sum{result=\"infeasible\"").unwrap();
+    assert!(feasible[..next].contains("le=\"+Inf\",result=\"feasible\""), "{first}");
+}

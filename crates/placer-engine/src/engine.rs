@@ -625,13 +625,15 @@ impl Engine {
     ) {
         // Nominated pods counted, the nominated node first, per-pod preemption on failure
         // (SEMANTICS §12: standalone pods preempt with their own priority).
-        match self.find_node_for_single(&queued.pod, obs) {
+        let timer = obs.start_timer();
+        let attempt = self.find_node_for_single(&queued.pod, obs);
+        let secs = obs.elapsed_seconds(timer);
+        obs.observe(METRIC_SCHEDULING_ALGORITHM_DURATION, &[], secs);
+        match attempt {
             preempt::SingleAttempt::Fits(node) => {
-                obs.count(METRIC_SCHEDULE_ATTEMPTS, &[("result", "scheduled")], 1);
                 self.bind(queued, node, out);
             }
             preempt::SingleAttempt::Preempts { fit, plan } => {
-                obs.count(METRIC_SCHEDULE_ATTEMPTS, &[("result", "unschedulable")], 1);
                 let key = queued.pod.key.clone();
                 let preemptor = format!("pod {key}");
                 let priority = queued.pod.priority;
@@ -650,7 +652,6 @@ impl Engine {
                 self.fail(queued, REASON_UNSCHEDULABLE, fit.to_string(), false, now_ms, out);
             }
             preempt::SingleAttempt::Unschedulable(fit) => {
-                obs.count(METRIC_SCHEDULE_ATTEMPTS, &[("result", "unschedulable")], 1);
                 self.fail(queued, REASON_UNSCHEDULABLE, fit.to_string(), true, now_ms, out);
             }
         }

@@ -52,9 +52,10 @@ pub use engine::{
     REASON_UNSCHEDULABLE,
 };
 pub use framework::registry::UnknownPlugin;
-pub use model::{pod_requests, GroupKey, ObjectKey, PodKey};
+pub use model::{pod_requests, GroupKey, GroupPolicy, ObjectKey, PodKey};
 pub use observer::{NoopObserver, Observer};
 pub use preemption::REASON_PREEMPTION_BY_SCHEDULER;
+pub use queue::QueueState;
 pub use resources::{Resources, CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
 
 /// Checks a configuration's profile against the plugins Placer has: every name under

@@ -86,6 +86,7 @@ impl Engine {
             return;
         }
         let timer = obs.start_timer();
+        let algorithm_timer = obs.start_timer();
         let unit = self.unit_of(&group_key);
         let Some(members) = self.gather_members(first, &unit, now_ms, obs, out) else {
             return;
@@ -107,9 +108,12 @@ impl Engine {
             members.into_iter().map(|m| (m.pod.key.clone(), m)).collect();
 
         let decisions = self.decide(&cycles, obs);
+        let secs = obs.elapsed_seconds(algorithm_timer);
+        obs.observe(METRIC_PODGROUP_ALGORITHM_DURATION, &[], secs);
+        let mut results: Vec<&'static str> = Vec::with_capacity(cycles.len());
         for ((key, cycle), decision) in cycles.iter().zip(decisions) {
             if let Some(decision) = decision {
-                self.carry_out(key, cycle, decision, &mut queued, now_ms, obs, out);
+                results.push(self.carry_out(key, cycle, decision, &mut queued, now_ms, obs, out));
             }
         }
         // Members without a verdict (should not happen) go back as unschedulable.
@@ -119,6 +123,9 @@ impl Engine {
             self.fail(q, REASON_UNSCHEDULABLE, MSG_GROUP_UNSCHEDULABLE.to_string(), true, now_ms, out);
         }
         let secs = obs.elapsed_seconds(timer);
+        for result in results {
+            obs.observe(METRIC_PODGROUP_ATTEMPT_DURATION, &[("result", result)], secs);
+        }
         obs.observe(METRIC_PODGROUP_DURATION, &[], secs);
     }
 

@@ -25,8 +25,9 @@ enum Decided {
 }
 
 impl Engine {
-    /// Carries out one PodGroup's decision. `queued` holds the unit's members taken from
-    /// the queue; the ones decided here are removed from it.
+    /// Carries out one PodGroup's decision and returns the attempt's result label. `queued`
+    /// holds the unit's members taken from the queue; the ones decided here are removed
+    /// from it.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn carry_out(
         &mut self,
@@ -37,7 +38,7 @@ impl Engine {
         now_ms: u64,
         obs: &mut dyn Observer,
         out: &mut Vec<Decision>,
-    ) {
+    ) -> &'static str {
         let GroupDecision { outcome, topology_assignment } = decision;
         let outcome = self.commit(cycle, outcome);
         let mut take = |i: usize| cycle.pods.get(i).and_then(|p| queued.remove(&p.key));
@@ -124,6 +125,7 @@ impl Engine {
         }
         self.set_condition(key, status, reason, message, out);
         obs.count(METRIC_PODGROUP_ATTEMPTS, &[("result", result)], 1);
+        result
     }
 
     /// The commit step (see the module docs): Reserve, Permit and PreBind on a scheduled

@@ -216,7 +216,20 @@ pub fn schedule_pod_group(
 
     // Phase 1: generate.
     let parent = Placement { name: "".into(), nodes: snap.all_nodes() };
-    let generated = match pf.generate(snap, cycle, &parent) {
+    let timer = obs.start_timer();
+    let generated = pf.generate(snap, cycle, &parent);
+    let secs = obs.elapsed_seconds(timer);
+    let status = if generated.is_ok() { "Success" } else { "Error" };
+    obs.observe(
+        METRIC_PLUGIN_EXECUTION_DURATION,
+        &[
+            ("plugin", crate::plugins::placement_topology::NAME),
+            ("extension_point", "PlacementGenerate"),
+            ("status", status),
+        ],
+        secs,
+    );
+    let generated = match generated {
         Ok(g) => g,
         Err(status) => return GroupOutcome::Error { message: status.reasons.join(", ") },
     };

@@ -19,7 +19,7 @@ use placer_controllers::scheduler::SchedulerController;
 use placer_controllers::Controller;
 use placer_engine::SchedulerConfig;
 use placer_sim::kubelet::SimKubelet;
-use placer_sim::MetricsRecorder;
+use placer_sim::Metrics;
 
 use crate::events::ControllerStore;
 use crate::state::Shared;
@@ -50,11 +50,11 @@ pub struct ControlOptions {
 pub fn controllers(
     options: &ControlOptions,
     frozen: HashSet<String>,
-    metrics: &MetricsRecorder,
+    metrics: &Metrics,
 ) -> Vec<Box<dyn Controller>> {
     let mut list: Vec<Box<dyn Controller>> = vec![Box::new(JobController::new(options.gates.clone()))];
     if let Some(config) = &options.scheduler {
-        list.push(Box::new(SchedulerController::new(config.clone(), Box::new(metrics.clone()))));
+        list.push(Box::new(SchedulerController::new(config.clone(), Box::new(metrics.observer()))));
     }
     list.push(Box::new(SimKubelet::new(frozen)));
     list.push(Box::new(CronJobController::new()));

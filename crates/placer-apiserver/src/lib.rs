@@ -250,7 +250,13 @@ pub async fn run(
         event_ttl_ms: options.event_ttl.as_millis() as u64,
         journal_limit: 50_000,
     };
-    let metrics = placer_sim::MetricsRecorder::with_wall_clock();
+    // The embedded scheduler's metrics (not served: `placer serve` has the /metrics of
+    // a real deployment).
+    let profile = options.scheduler.as_ref().and_then(|c| c.scheduler_names.first().cloned());
+    let metrics = placer_sim::Metrics::new(
+        profile.as_deref().unwrap_or("default-scheduler"),
+        placer_sim::MetricsClock::Wall,
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let controller_thread = {
         let shared = shared.clone();

@@ -32,15 +32,15 @@ use placer_controllers::cronjob::CronJobController;
 use placer_controllers::job::{JobController, JobValidation};
 use placer_controllers::scheduler::SchedulerController;
 use placer_controllers::Controller;
-use placer_engine::config::ScoringStrategy;
 use placer_engine::SchedulerConfig;
+use placer_engine::{ExtensionPoint, ScoringStrategy};
 
 use crate::expect::{check, unexpected_errors, CheckReport, Failure};
 use crate::generate::generated_nodes;
 use crate::kubelet::SimKubelet;
-use crate::metrics::MetricsRecorder;
 use crate::report::{all_objects, cluster_summary, group_rows, ClusterSummary, GroupRow};
 use crate::scenario::{parse_duration_ms, Scenario, StepAction, TaintStep};
+use placer_metrics::{Clock, Metrics};
 
 /// The taint the node lifecycle controller puts on a NotReady node.
 pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
@@ -64,6 +64,9 @@ pub struct RunOptions {
     /// Measure wall-clock durations in the metrics (otherwise every duration is 0 and the
     /// metrics text is deterministic).
     pub wall_clock_metrics: bool,
+    /// Record into these metrics (e.g. one exposition for several scenarios) instead of
+    /// metrics of the run's own.
+    pub metrics: Option<Metrics>,
     /// Called with a short description of each phase (`submit`, `steps[3]`, ...), e.g. to
     /// drive a progress indicator.
     pub progress: Option<ProgressFn>,
@@ -76,6 +79,7 @@ impl Default for RunOptions {
             max_settle_ms: 24 * 3_600_000,
             idle_window_ms: None,
             wall_clock_metrics: false,
+            metrics: None,
             progress: None,
         }
     }
@@ -119,7 +123,7 @@ pub struct RunReport {
     pub cluster: ClusterSummary,
     /// Every expect block checked, in order.
     pub checks: Vec<CheckReport>,
-    /// The scheduler's metrics (Prometheus text), when it recorded any.
+    /// The scheduler's metrics (OpenMetrics text) after the run.
     pub metrics: Option<String>,
     /// Events recorded by the controllers, in order.
     pub events: Vec<EventRecord>,
@@ -175,6 +179,17 @@ pub fn scheduler_config(s: &Scenario) -> Result<SchedulerConfig, String> {
     if let Some(names) = &p.scheduler_names {
         c.scheduler_names = names.clone();
     }
+    for (key, set) in &p.plugins {
+        let point = ExtensionPoint::from_key(key)
+            .ok_or_else(|| format!("plugins: unknown extension point {key:?}"))?;
+        for e in &set.enabled {
+            c.plugins.enable(point, &e.name, e.weight);
+        }
+        for d in &set.disabled {
+            c.plugins.disable(point, &d.name);
+        }
+    }
+    placer_engine::check_profile(&c).map_err(|e| e.to_string())?;
     Ok(c)
 }
 
@@ -195,11 +210,13 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
     store.add_admission(Box::new(JobValidation::new(gates.clone())));
     let frozen = setup_cluster(s, &mut store).map_err(setup_err)?;
 
-    let metrics =
-        if opts.wall_clock_metrics { MetricsRecorder::with_wall_clock() } else { MetricsRecorder::new() };
+    let metrics = opts.metrics.clone().unwrap_or_else(|| {
+        let profile = config.scheduler_names.first().map_or("default-scheduler", String::as_str);
+        Metrics::new(profile, if opts.wall_clock_metrics { Clock::Wall } else { Clock::Frozen })
+    });
     let controllers: Vec<Box<dyn Controller>> = vec![
         Box::new(JobController::new(gates)),
-        Box::new(SchedulerController::new(config, Box::new(metrics.clone()))),
+        Box::new(SchedulerController::new(config, Box::new(metrics.observer()))),
         Box::new(SimKubelet::new(frozen)),
         Box::new(CronJobController::new()),
     ];
@@ -242,7 +259,7 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
         cluster: cluster_summary(&objects),
         objects,
         checks: sim.checks,
-        metrics: (!metrics.is_empty()).then(|| metrics.render()),
+        metrics: Some(metrics.render()),
         events: sim.store.events(),
         controller_errors: sim.controller_errors.into_iter().collect(),
         virtual_time_ms: sim.store.now_ms(),
@@ -567,7 +584,7 @@ mod tests {
              podInitialBackoff: 0s\n    placementScoringStrategy: LeastAllocated\n",
         );
         let c = scheduler_config(&s).unwrap();
-        assert!(c.gates.enabled("TASBalancedPlacement"));
+        assert!(c.gates.enabled(placer_api::gates::Gate::TASBalancedPlacement));
         assert_eq!(c.topology_levels, ["rack"]);
         assert_eq!(c.weight("PodGroupPodsCount", 1), 2);
         assert_eq!(c.percentage_of_placements_to_score, Some(50));

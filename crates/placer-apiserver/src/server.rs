@@ -72,7 +72,13 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let path = parts.uri.path().to_string();
     let query = Query::parse(parts.uri.query());
     let accept = header_str(&parts.headers, header::ACCEPT).to_string();
-    tracing::debug!(method = %parts.method, %path, query = parts.uri.query().unwrap_or(""), "request");
+    tracing::debug!(
+        method = %parts.method,
+        %path,
+        query = parts.uri.query().unwrap_or(""),
+        agent = ?header_str(&parts.headers, header::USER_AGENT),
+        "request"
+    );
     match path.trim_end_matches('/') {
         "/healthz" | "/livez" | "/readyz" => return text(200, "ok"),
         p if p.starts_with("/healthz/") || p.starts_with("/livez/") || p.starts_with("/readyz/") => {

@@ -3,6 +3,8 @@
 //! `bed/mod.rs` for the bed, and docs/serve.md for the same steps by hand.
 
 mod bed;
+#[path = "../../placer-kube/tests/support/rbac.rs"]
+mod rbac;
 
 use std::time::{Duration, Instant};
 
@@ -45,10 +47,56 @@ fn assert_gang_scheduled(bed: &mut Bed, namespace: &str, group: &str, n: usize) 
     assert_eq!(condition(&pg, "PodGroupScheduled").as_deref(), Some("True"), "{pg}");
 }
 
+/// What `curl /metrics` must show after one 4-pod rack gang was bound: kube-scheduler
+/// v1.36's families for these features (seed 000's monitoring section and the scheduler's
+/// standard ones) with their upstream labels.
+const UPSTREAM_METRICS: &[&str] = &[
+    "# HELP scheduler_podgroup_schedule_attempts ",
+    "scheduler_podgroup_schedule_attempts_total{result=\"scheduled\",profile=\"placer\"} 1",
+    "scheduler_podgroup_scheduling_attempt_duration_seconds_count{result=\"scheduled\",profile=\"placer\"} 1",
+    "scheduler_podgroup_scheduling_algorithm_duration_seconds_count 1",
+    "scheduler_podgroup_scheduling_duration_seconds_count",
+    "scheduler_schedule_attempts_total{result=\"scheduled\",profile=\"placer\"} 4",
+    "scheduler_scheduling_attempt_duration_seconds_count{result=\"scheduled\",profile=\"placer\"} 4",
+    "# TYPE scheduler_scheduling_algorithm_duration_seconds histogram",
+    "scheduler_pod_scheduling_sli_duration_seconds_count{attempts=",
+    "scheduler_pod_scheduling_duration_seconds_count{attempts=",
+    "scheduler_pod_scheduling_attempts_count 4",
+    "scheduler_pending_pods{queue=\"active\"} 0",
+    "scheduler_pending_pods{queue=\"gated\"}",
+    "scheduler_pending_entities{queue=\"gated\",type=\"podgroup\"}",
+    "scheduler_pending_entities{queue=\"active\",type=\"pod\"}",
+    "scheduler_queued_entities{queue=\"unschedulable\",type=\"podgroup\"}",
+    "scheduler_placement_total{profile=\"placer\"}",
+    "scheduler_placement_evaluations_total{result=\"feasible\",profile=\"placer\"}",
+    "scheduler_placement_evaluation_duration_seconds_count{result=\"feasible\",profile=\"placer\"}",
+    "scheduler_plugin_execution_duration_seconds_count{plugin=\"TopologyPlacementGenerator\",extension_point=\"PlacementGenerate\",status=\"Success\"}",
+    "# TYPE scheduler_preemption_attempts counter",
+    "# TYPE scheduler_preemption_victims histogram",
+    "scheduler_goroutines{operation=\"binding\"}",
+    "placer_binding_duration_seconds_count{result=\"ok\"} 4",
+    "placer_api_requests_total{verb=\"bind\",kind=\"Pod\",code=\"2xx\"} 4",
+    "placer_leader 1",
+    "# EOF",
+];
+
+/// The (group, resource, verb) of every request `placer serve` made (all but kubectl's).
+fn serve_requests(bed: &Bed) -> rbac::Rules {
+    bed.requests().iter().filter(|r| !r.agent.starts_with("kubectl/")).filter_map(bed::Logged::rbac).collect()
+}
+
+/// Every request serve made is allowed by `granted` or by the leader election Role.
+fn assert_allowed(recorded: &rbac::Rules, granted: &rbac::Rules) {
+    let mut granted = granted.clone();
+    granted.extend(rbac::rules("rbac.yaml", "Role", "placer-leader-election"));
+    let refused: Vec<_> = recorded.difference(&granted).collect();
+    assert!(refused.is_empty(), "requests no role of deploy/ allows: {refused:?}\nrecorded: {recorded:?}");
+}
+
 #[test]
 fn a_rack_gang_created_with_kubectl_is_bound_in_one_rack() {
     let mut bed = two_racks(&[]);
-    let _serve = bed.serve("replica-a", "");
+    let serve = bed.serve("replica-a", "jobController: {enabled: false}\n");
     wait_leader(&mut bed, "replica-a");
     let out = bed.create_manifests("train", &rack_gang("demo", "train", 4, "1"));
     assert!(out.contains("train-3 created"), "{out}");
@@ -77,7 +125,29 @@ fn a_rack_gang_created_with_kubectl_is_bound_in_one_rack() {
         assert_eq!(pg, "PodGroupScheduled=True");
         let events = bed.kubectl_ok(&["-n", "demo", "get", "events", "--field-selector", "reason=Scheduled"]);
         eprintln!("$ kubectl -n demo get events --field-selector reason=Scheduled\n{events}");
-        assert_eq!(events.lines().filter(|l| l.contains("Scheduled")).count(), 4, "{events}");
+        assert_eq!(events.lines().filter(|l| l.contains(" pod/train-")).count(), 4, "{events}");
+        assert_eq!(events.lines().filter(|l| l.contains(" podgroup/train ")).count(), 1, "{events}");
+    }
+
+    // curl /metrics: the upstream families and labels, over the real API path.
+    let mut scraped = String::new();
+    bed.wait_for(Duration::from_secs(30), "every upstream metric on /metrics", |_| {
+        scraped = serve.http_get("/metrics").unwrap_or_default();
+        UPSTREAM_METRICS.iter().all(|m| scraped.contains(m))
+    });
+    let missing: Vec<_> = UPSTREAM_METRICS.iter().filter(|m| !scraped.contains(*m)).collect();
+    assert!(missing.is_empty(), "{missing:?} missing from /metrics:\n{scraped}");
+    assert_eq!(serve.http_get("/readyz").as_deref().map(str::trim), Some("ok: leading"));
+
+    // RBAC: with the Job integration off, the base roles allow every request serve made,
+    // and it never touched Jobs or Workloads.
+    if let Driver::Kubectl(_) = bed.driver {
+        let recorded = serve_requests(&bed);
+        assert!(recorded.contains(&("".into(), "pods/binding".into(), "create".into())), "{recorded:?}");
+        let mut granted = rbac::base();
+        granted.extend(rbac::preemption());
+        assert_allowed(&recorded, &granted);
+        assert!(!recorded.iter().any(|(g, r, _)| g == "batch" || r == "workloads"), "{recorded:?}");
     }
 }
 
@@ -105,16 +175,30 @@ fn a_job_becomes_a_gang() {
     bed.wait_for(Duration::from_secs(30), "the Job's pods running", |b| {
         b.pods("jobs").0.iter().all(|p| p["status"]["phase"] == "Running")
     });
+    // RBAC: the Job integration needs exactly its own role on top of the base ones.
+    if let Driver::Kubectl(_) = bed.driver {
+        let recorded = serve_requests(&bed);
+        let mut base = rbac::base();
+        base.extend(rbac::preemption());
+        let mut granted = base.clone();
+        granted.extend(rbac::job_controller());
+        assert_allowed(&recorded, &granted);
+        let beyond_base: Vec<_> = recorded.difference(&base).collect();
+        assert!(!beyond_base.is_empty(), "the Job role was not needed: {recorded:?}");
+    }
 }
 
 #[test]
 fn killing_the_leader_mid_gang_loses_nothing_and_binds_each_pod_once() {
     const N: usize = 256;
-    // Every API request takes 10 ms, so binding 256 pods one by one takes seconds.
+    // Every API request takes 10 ms and the replicas keep kube-scheduler's client limits
+    // (50 requests a second after a burst of 100), so binding 256 pods takes seconds even
+    // with concurrent bindings: the kill lands mid-gang.
     let mut bed = two_racks(&["--latency", "10ms"]);
-    let mut a = bed.serve("replica-a", "");
+    let limits = "clientConnection: {qps: 50, burst: 100}\n";
+    let mut a = bed.serve("replica-a", limits);
     wait_leader(&mut bed, "replica-a");
-    let b = bed.serve("replica-b", "");
+    let b = bed.serve("replica-b", limits);
     bed.create_manifests("big", &rack_gang("big", "gang", N, "1"));
     // Kill the leader as soon as it has bound part of the gang.
     let deadline = Instant::now() + Duration::from_secs(120);

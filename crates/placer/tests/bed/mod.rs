@@ -93,6 +93,125 @@ impl Replica {
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// The address its `/metrics` endpoint is bound to, from its log (`metricsAddr` has
+    /// port 0 in the bed), once it is serving.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        let log = self.log_text();
+        let line = log.lines().find(|l| l.contains("serving /metrics"))?;
+        let rest = line.split("addr=").nth(1).or_else(|| line.split("\"addr\":\"").nth(1))?;
+        rest.split(|c: char| c.is_whitespace() || c == '"').next()?.parse().ok()
+    }
+
+    /// `GET path` of its metrics endpoint (`/metrics`, `/readyz`): the body, once it serves.
+    pub fn http_get(&self, path: &str) -> Option<String> {
+        http_get(self.metrics_addr()?, path)
+    }
+}
+
+/// A plain HTTP/1.1 `GET` (what `curl` does): the body of a 200 answer.
+pub fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let (head, body) = out.split_once("\r\n\r\n")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        return Some(dechunk(body));
+    }
+    Some(body.to_string())
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// One request the API server logged (`placer_apiserver::server=debug`).
+#[derive(Debug, Clone)]
+pub struct Logged {
+    /// Seconds since midnight (UTC) of the log line.
+    pub at: f64,
+    pub method: String,
+    pub path: String,
+    pub query: String,
+    pub agent: String,
+}
+
+impl Logged {
+    /// The (API group, resource[/subresource], verb) an RBAC rule would have to allow;
+    /// `None` for discovery and health paths.
+    pub fn rbac(&self) -> Option<(String, String, String)> {
+        let segs: Vec<&str> = self.path.trim_matches('/').split('/').collect();
+        let (group, rest) = match segs.as_slice() {
+            ["api", _version, rest @ ..] => (String::new(), rest),
+            ["apis", group, _version, rest @ ..] => (group.to_string(), rest),
+            _ => return None,
+        };
+        let (resource, name, sub) = match rest {
+            ["namespaces", _ns, resource, tail @ ..] => (*resource, tail.first(), tail.get(1)),
+            [resource, tail @ ..] => (*resource, tail.first(), tail.get(1)),
+            [] => return None,
+        };
+        let resource = match sub {
+            Some(sub) => format!("{resource}/{sub}"),
+            None => resource.to_string(),
+        };
+        let watch = self.query.split('&').any(|kv| kv == "watch=true" || kv == "watch=1");
+        let verb = match (self.method.as_str(), name.is_some()) {
+            ("GET", false) if watch => "watch",
+            ("GET", false) => "list",
+            ("GET", true) => "get",
+            ("POST", _) => "create",
+            ("PUT", _) => "update",
+            ("PATCH", _) => "patch",
+            ("DELETE", false) => "deletecollection",
+            ("DELETE", true) => "delete",
+            _ => return None,
+        };
+        Some((group, resource, verb.to_string()))
+    }
+}
+
+/// Seconds since midnight of a log line's leading RFC 3339 timestamp.
+pub fn log_time(line: &str) -> Option<f64> {
+    let t = line.split_whitespace().next()?.split('T').nth(1)?.trim_end_matches('Z');
+    let mut parts = t.split(':');
+    let h: f64 = parts.next()?.parse().ok()?;
+    let m: f64 = parts.next()?.parse().ok()?;
+    let s: f64 = parts.next()?.parse().ok()?;
+    Some(h * 3600.0 + m * 60.0 + s)
+}
+
+/// The value of `key=` in a text log line (quoted values unquoted).
+pub fn log_field(line: &str, key: &str) -> Option<String> {
+    let rest = line.split(&format!(" {key}=")).nth(1)?;
+    if let Some(quoted) = rest.strip_prefix('"') {
+        let mut out = String::new();
+        let mut chars = quoted.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => out.extend(chars.next()),
+                '"' => break,
+                c => out.push(c),
+            }
+        }
+        return Some(out);
+    }
+    Some(rest.split_whitespace().next().unwrap_or("").to_string())
 }
 
 impl Drop for Replica {
@@ -198,7 +317,7 @@ impl Bed {
             .arg("--scheduler")
             .arg(if self.options.embedded_scheduler { "embedded" } else { "none" })
             .args(&self.options.cluster_args)
-            .env("PLACER_LOG", "info,placer_apiserver::crud=debug")
+            .env("PLACER_LOG", "info,placer_apiserver::crud=debug,placer_apiserver::server=debug")
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).expect("a log file"));
         let mut child = cmd.spawn().expect("placer cluster starts");
@@ -252,13 +371,18 @@ impl Bed {
     /// Starts a `placer serve` replica named `name` (its `POD_NAME`, so lease holders read
     /// `<name>_<suffix>`), with leader election on and `extra` appended to its config.
     pub fn serve(&self, name: &str, extra: &str) -> Replica {
-        let config = self.dir.join(format!("serve-{name}.yaml"));
         let text = format!(
             "schedulerName: placer\nleaderElection: {{enabled: true, namespace: kube-system, leaseDurationSeconds: 4, renewGraceSeconds: 2}}\nmetricsAddr: 127.0.0.1:0\n{extra}"
         );
-        std::fs::write(&config, text).expect("a serve config");
+        self.serve_with(Path::new(env!("CARGO_BIN_EXE_placer")), name, &text)
+    }
+
+    /// Starts `binary serve` named `name` with the whole configuration `config`.
+    pub fn serve_with(&self, binary: &Path, name: &str, config_text: &str) -> Replica {
+        let config = self.dir.join(format!("serve-{name}.yaml"));
+        std::fs::write(&config, config_text).expect("a serve config");
         let log = self.dir.join(format!("serve-{name}.log"));
-        let child = Command::new(env!("CARGO_BIN_EXE_placer"))
+        let child = Command::new(binary)
             .arg("serve")
             .arg("--config")
             .arg(&config)
@@ -427,6 +551,35 @@ impl Bed {
             }
         }
         out
+    }
+
+    /// Every request the API server logged, in order.
+    pub fn requests(&self) -> Vec<Logged> {
+        self.cluster_log()
+            .lines()
+            .filter(|l| l.contains("placer_apiserver::server") && l.contains(" request "))
+            .filter_map(|l| {
+                Some(Logged {
+                    at: log_time(l)?,
+                    method: log_field(l, "method")?,
+                    path: log_field(l, "path")?,
+                    query: log_field(l, "query").unwrap_or_default(),
+                    agent: log_field(l, "agent").unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+
+    /// The times (seconds since midnight) at which the API server bound pods of
+    /// `namespace`, in order.
+    pub fn binding_times(&self, namespace: &str) -> Vec<f64> {
+        let prefix = format!("{namespace}/");
+        self.cluster_log()
+            .lines()
+            .filter(|l| l.contains("pod bound"))
+            .filter(|l| log_field(l, "pod").is_some_and(|p| p.starts_with(&prefix)))
+            .filter_map(log_time)
+            .collect()
     }
 
     /// Writes `yaml` to a file in the bed and returns its path.

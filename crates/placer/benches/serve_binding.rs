@@ -1,0 +1,155 @@
+//! Binding throughput of `placer serve` over the real API path: `placer cluster` with 5 ms
+//! added to every API request (`--latency 5ms`), a 1,024-pod rack gang created with
+//! kubectl (kube-rs without it), bound by `placer serve` replicas of several
+//! configurations, and by the serial binary of before when one is at hand.
+//!
+//! ```sh
+//! cargo bench -p placer --bench serve_binding
+//! PLACER_BENCH_BASE=/work/bin/placer-base-679ac5e cargo bench -p placer --bench serve_binding
+//! ```
+//!
+//! `PLACER_BENCH_PODS` changes the gang's size (default 1024), `PLACER_BENCH_LATENCY` the
+//! latency (default `5ms`). For each run it prints, from the API server's own log:
+//! `bind span` (first to last binding handled: the wall time the bindings took after the
+//! decision), `created->bound` (the last pod's creation to the last binding: watch,
+//! decision and bindings) and bindings per second. It checks what it measures: every pod
+//! bound exactly once, all in one rack.
+
+#[path = "../tests/bed/mod.rs"]
+mod bed;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bed::{domains, rack_gang, scenario, Bed, BedOptions, Driver};
+
+struct Variant {
+    name: &'static str,
+    binary: PathBuf,
+    config: String,
+}
+
+struct Figures {
+    span: f64,
+    created_to_bound: f64,
+    per_second: f64,
+}
+
+fn env_or(key: &str, default: &str) -> String {
+    std::env::var(key).unwrap_or_else(|_| default.to_string())
+}
+
+fn wait_log(replica: &bed::Replica, needle: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while !replica.log_text().contains(needle) {
+        assert!(
+            Instant::now() < deadline,
+            "{} never logged {needle:?}:\n{}",
+            replica.name,
+            replica.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn run(variant: &Variant, pods: usize, latency: &str) -> Figures {
+    let mut bed = Bed::start(BedOptions {
+        scenario: Some(scenario("big-racks.yaml")),
+        cluster_args: vec!["--latency".into(), latency.into()],
+        ..BedOptions::default()
+    });
+    let replica = bed.serve_with(&variant.binary, "bench", &variant.config);
+    wait_log(&replica, "caches synced", Duration::from_secs(120));
+    bed.create_manifests("gang", &rack_gang("bench", "gang", pods, "1"));
+    bed.wait_for(Duration::from_secs(600), "the whole gang bound", |b| {
+        b.binding_times("bench").len() >= pods
+    });
+    // Let stragglers (a second binding of a pod would be a bug) reach the log.
+    std::thread::sleep(Duration::from_secs(1));
+
+    let bound = bed.pods("bench");
+    assert_eq!(bound.bound(), pods, "every pod bound");
+    let racks = domains(&bound, &bed.node_labels(), "topology.example.com/rack");
+    assert_eq!(racks.len(), 1, "the gang spans racks {racks:?}");
+    let bindings = bed.bindings();
+    assert!(
+        bindings.iter().filter(|(p, _)| p.starts_with("bench/")).all(|(_, n)| *n == 1),
+        "a pod was bound twice"
+    );
+    if let Driver::Kubectl(_) = bed.driver {
+        let out = bed.kubectl_ok(&[
+            "-n",
+            "bench",
+            "get",
+            "pods",
+            "--no-headers",
+            "-o",
+            "custom-columns=NODE:.spec.nodeName",
+        ]);
+        let on_nodes = out.lines().filter(|l| l.trim() != "<none>").count();
+        let pg = bed.kubectl_ok(&[
+            "-n",
+            "bench",
+            "get",
+            "podgroup",
+            "gang",
+            "-o",
+            "jsonpath={.status.conditions[0].type}={.status.conditions[0].status}",
+        ]);
+        eprintln!("  kubectl: {} pods, {on_nodes} on a node; podgroup/gang {pg}", out.lines().count());
+    }
+
+    let times = bed.binding_times("bench");
+    let (first, last) = (times[0], times[times.len() - 1]);
+    let last_created = bed
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path == "/api/v1/namespaces/bench/pods")
+        .map(|r| r.at)
+        .fold(f64::NAN, f64::max);
+    let span = last - first;
+    Figures { span, created_to_bound: last - last_created, per_second: (pods - 1) as f64 / span.max(1e-9) }
+}
+
+fn main() {
+    let pods: usize = env_or("PLACER_BENCH_PODS", "1024").parse().expect("PLACER_BENCH_PODS: a number");
+    let latency = env_or("PLACER_BENCH_LATENCY", "5ms");
+    let this = PathBuf::from(env!("CARGO_BIN_EXE_placer"));
+    let base_config = "schedulerName: placer\nleaderElection: {enabled: false}\nmetricsAddr: 127.0.0.1:0\n";
+    let mut variants = vec![
+        Variant {
+            name: "binding.concurrency 64, qps unlimited",
+            binary: this.clone(),
+            config: format!("{base_config}clientConnection: {{qps: -1}}\nbinding: {{concurrency: 64}}\n"),
+        },
+        Variant {
+            name: "binding.concurrency 16, qps unlimited",
+            binary: this.clone(),
+            config: format!("{base_config}clientConnection: {{qps: -1}}\nbinding: {{concurrency: 16}}\n"),
+        },
+        Variant {
+            name: "binding.concurrency 1, qps unlimited",
+            binary: this.clone(),
+            config: format!("{base_config}clientConnection: {{qps: -1}}\nbinding: {{concurrency: 1}}\n"),
+        },
+    ];
+    if let Ok(base) = std::env::var("PLACER_BENCH_BASE") {
+        if Path::new(&base).is_file() {
+            variants.push(Variant {
+                name: "before: serial on the scheduling thread",
+                binary: PathBuf::from(base),
+                config: base_config.to_string(),
+            });
+        } else {
+            eprintln!("PLACER_BENCH_BASE={base} is not a file; skipping the serial binary");
+        }
+    }
+    println!(
+        "placer serve on placer cluster --latency {latency}: one {pods}-pod rack gang, two racks of 16 hosts"
+    );
+    println!("{:<44} {:>13} {:>15} {:>11}", "serve", "bind span s", "created->bound s", "bindings/s");
+    for v in &variants {
+        let f = run(v, pods, &latency);
+        println!("{:<44} {:>13.3} {:>15.3} {:>11.0}", v.name, f.span, f.created_to_bound, f.per_second);
+    }
+}

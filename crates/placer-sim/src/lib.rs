@@ -19,6 +19,7 @@
 pub mod expect;
 pub mod generate;
 pub mod kubelet;
+pub mod lifecycle;
 pub mod load;
 pub mod report;
 pub mod run;

@@ -17,6 +17,7 @@
 //! conformance suite use it.
 
 pub mod expect;
+pub mod failure_bench;
 pub mod generate;
 pub mod kubelet;
 pub mod lifecycle;

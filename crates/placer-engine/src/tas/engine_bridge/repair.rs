@@ -72,19 +72,19 @@ impl Repair {
         let missing = u32::try_from(cycle.pods.len()).unwrap_or(u32::MAX);
         let mut repair = Repair { survivors, domain: None, request: request.clone() };
         let size = request.slice_size().max(1);
-        if request.slices.is_empty() || missing % size == 0 {
+        if request.slices.is_empty() || missing.is_multiple_of(size) {
             return Some(repair);
         }
         // The layer the loss breaks: the innermost one whose size does not divide it.
         let broken = if request.slices.len() > 1 {
-            request.slices.iter().rev().find(|l| missing % l.size != 0).copied()
+            request.slices.iter().rev().find(|l| !missing.is_multiple_of(l.size.max(1))).copied()
         } else {
             request.slices.first().copied()
         };
         let Some(broken) = broken else { return Some(repair) };
         let Some(prefix) = repair.incomplete_slice_domain(broken, missing) else { return Some(repair) };
         repair.domain = Some(topology.base.iter().map(|n| n.values[..=broken.level] == *prefix).collect());
-        let kept: Option<SliceLayer> = request.slices.iter().rev().find(|l| missing % l.size == 0).copied();
+        let kept: Option<SliceLayer> = request.slices.iter().rev().find(|l| missing.is_multiple_of(l.size.max(1))).copied();
         repair.request.slices = kept.into_iter().collect();
         repair.request.multi_layer = false;
         Some(repair)
@@ -99,7 +99,7 @@ impl Repair {
         }
         usage
             .into_iter()
-            .find(|(_, count)| (count + missing) % layer.size.max(1) == 0)
+            .find(|(_, count)| (count + missing).is_multiple_of(layer.size.max(1)))
             .map(|(p, _)| p.to_vec())
     }
 

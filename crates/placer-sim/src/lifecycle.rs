@@ -31,6 +31,8 @@ use placer_cluster::{
 };
 use placer_controllers::{Controller, ControllerError};
 
+use crate::kubelet::pod_ref;
+
 /// Reporter / controller name.
 pub const NAME: &str = "node-lifecycle-controller";
 /// The taint of a node whose `Ready` condition is `False`.
@@ -271,14 +273,6 @@ fn evict(store: &mut dyn ClusterStore, pod: &Pod, now_ms: u64) -> Result<(), Sto
         Ok(()) | Err(StoreError::NotFound(_)) => Ok(()),
         Err(e) => Err(e),
     }
-}
-
-fn pod_ref(pod: &Pod) -> ObjectRef {
-    ObjectRef::new(
-        Kind::Pod,
-        pod.metadata.namespace.clone().unwrap_or_default(),
-        pod.metadata.name.clone().unwrap_or_default(),
-    )
 }
 
 fn err(message: String) -> ControllerError {

@@ -84,7 +84,8 @@ impl Repair {
         let Some(broken) = broken else { return Some(repair) };
         let Some(prefix) = repair.incomplete_slice_domain(broken, missing) else { return Some(repair) };
         repair.domain = Some(topology.base.iter().map(|n| n.values[..=broken.level] == *prefix).collect());
-        let kept: Option<SliceLayer> = request.slices.iter().rev().find(|l| missing.is_multiple_of(l.size.max(1))).copied();
+        let kept: Option<SliceLayer> =
+            request.slices.iter().rev().find(|l| missing.is_multiple_of(l.size.max(1))).copied();
         repair.request.slices = kept.into_iter().collect();
         repair.request.multi_layer = false;
         Some(repair)

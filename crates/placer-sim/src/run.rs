@@ -462,6 +462,7 @@ impl Sim<'_> {
             }
             StepAction::MarkNotReady(node) => self.set_ready(node, "False"),
             StepAction::MarkReady(node) => self.set_ready(node, "True"),
+            StepAction::MarkUnreachable(node) => self.set_ready(node, "Unknown"),
             StepAction::Taint(t) => self.taint(t),
             StepAction::Advance { ms } => {
                 self.advance(path, *ms)?;
@@ -493,6 +494,7 @@ impl Sim<'_> {
                 n.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
             let (reason, message) = match status {
                 "True" => ("KubeletReady", "kubelet is posting ready status"),
+                "False" => ("KubeletNotReady", "container runtime is down"),
                 _ => ("NodeStatusUnknown", "Kubelet stopped posting node status."),
             };
             let transition = conditions

@@ -93,6 +93,9 @@ pub enum StepAction {
     MarkNotReady(String),
     /// Set the node's `Ready` condition back to `True` (the lifecycle taints go).
     MarkReady(String),
+    /// Set the node's `Ready` condition to `Unknown`, as when its kubelet stops posting
+    /// status (the `unreachable` taints follow).
+    MarkUnreachable(String),
     /// Add a taint to a node.
     Taint(TaintStep),
     /// Move the virtual clock forward.

@@ -172,7 +172,9 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         // Objects of the scenario are created now, not at the virtual clock's epoch.
         store.set_now_ms(placer_apiserver::state::wall_store_ms());
         let frozen = match &scenario {
-            Some(s) => setup_cluster(s, &mut store).map_err(|e| format!("{}: {e}", s.file.display()))?,
+            // Pods the scenario lists as terminating stay so only in the simulator (its node
+            // lifecycle controller is not in placer cluster yet).
+            Some(s) => setup_cluster(s, &mut store).map_err(|e| format!("{}: {e}", s.file.display()))?.0,
             None => Default::default(),
         };
         Ok(Setup { store, frozen })

@@ -94,7 +94,10 @@ pub fn default_pod(p: &mut Pod) {
     spec.scheduler_name.get_or_insert_with(|| "default-scheduler".into());
     spec.restart_policy.get_or_insert_with(|| "Always".into());
     spec.dns_policy.get_or_insert_with(|| "ClusterFirst".into());
-    spec.termination_grace_period_seconds.get_or_insert(30);
+    // No default terminationGracePeriodSeconds (kube-apiserver's is 30): the store gives
+    // pods with one a graceful deletion that only a kubelet's final delete ends, and
+    // simulated pods have no containers to stop; without it they go at once, as the
+    // containers of a real pod that exit on SIGTERM would let them.
     spec.enable_service_links.get_or_insert(true);
     spec.security_context.get_or_insert_with(Default::default);
     for c in spec.containers.iter_mut().chain(spec.init_containers.iter_mut().flatten()) {

@@ -69,12 +69,14 @@ pub struct ResourceUse {
 }
 
 impl ResourceUse {
-    /// requested / allocatable in percent (0 when nothing is allocatable).
+    /// requested / allocatable in percent (0 when nothing is allocatable); never negative
+    /// (sums saturate instead of wrapping). It can exceed 100 when pods were bound by
+    /// hand (`cluster.pods`) beyond a node's allocatable.
     pub fn percent(&self) -> f64 {
         if self.allocatable <= 0 {
             0.0
         } else {
-            self.requested as f64 * 100.0 / self.allocatable as f64
+            self.requested.max(0) as f64 * 100.0 / self.allocatable as f64
         }
     }
 }

@@ -33,7 +33,7 @@ use placer_api::k8s::api::scheduling::v1alpha2::{
 use placer_api::k8s::apimachinery::pkg::api::resource::Quantity;
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use placer_api::k8s::apimachinery::pkg::util::intstr::IntOrString;
-use placer_api::quantity::{parse_milli, parse_units};
+use placer_api::quantity::{parse_milli, parse_units, QuantityError};
 use serde_json::Value;
 
 use crate::{Kind, Object};
@@ -276,10 +276,20 @@ fn validate_labels(e: &mut Errors, path: &str, labels: Option<&BTreeMap<String, 
     }
 }
 
-/// Parses a quantity of resource `name` (cpu in millicores, the rest in units).
+/// Parses a quantity of resource `name` (cpu in millicores, the rest in units). The error
+/// says what is wrong without repeating the value (the caller echoes it).
 pub fn parse_quantity(name: &str, q: &Quantity) -> Result<i64, String> {
     let parsed = if name == "cpu" { parse_milli(&q.0) } else { parse_units(&q.0) };
-    parsed.map_err(|e| e.to_string())
+    parsed.map_err(|e| match e {
+        QuantityError::Empty => "must not be empty".to_string(),
+        QuantityError::Syntax(_) => {
+            "must be a quantity: a number with an optional suffix (e.g. 500m, 2, 1.5Gi)".to_string()
+        }
+        QuantityError::Overflow(_) => {
+            let unit = if name == "cpu" { "millicores" } else { "units" };
+            format!("is too large: at most {} {unit}", i64::MAX)
+        }
+    })
 }
 
 /// A quantity that parses and is not negative.

@@ -654,12 +654,25 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Op {
         /// Upsert member `i` (own scheduling gates when `gates`) with verdict `v`.
-        Upsert { i: usize, gates: bool, v: usize },
+        Upsert {
+            i: usize,
+            gates: bool,
+            v: usize,
+        },
         Pop,
-        Fail { now: u64 },
-        Remove { i: usize },
-        MoveAll { now: u64 },
-        GroupChanged { v: usize, now: u64 },
+        Fail {
+            now: u64,
+        },
+        Remove {
+            i: usize,
+        },
+        MoveAll {
+            now: u64,
+        },
+        GroupChanged {
+            v: usize,
+            now: u64,
+        },
     }
 
     fn verdict(v: usize) -> Admission {

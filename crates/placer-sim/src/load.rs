@@ -30,6 +30,7 @@ use placer_api::k8s::api::core::v1::{Node, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
+use placer_cluster::validation::echo;
 use placer_cluster::{Kind, Object, ObjectRef};
 use serde::de::{Deserializer, Error as _, IgnoredAny};
 use serde::Deserialize;
@@ -548,13 +549,23 @@ fn check_typing(text: &str, s: &Scenario, problems: &mut Vec<Problem>) {
     });
 }
 
-/// `Kind namespace/name` (or `Kind name`), as problems name objects.
+/// `Kind namespace/name` (or `Kind name`), as problems name objects (names cut like
+/// echoed values).
 pub(crate) fn describe(obj: &Object) -> String {
     let r = obj.object_ref();
-    if r.name.is_empty() {
-        format!("{} (unnamed)", r.kind)
+    match (r.name.is_empty(), r.namespace.is_empty()) {
+        (true, _) => format!("{} (unnamed)", r.kind),
+        (false, true) => format!("{} {}", r.kind, short(&r.name)),
+        (false, false) => format!("{} {}/{}", r.kind, short(&r.namespace), short(&r.name)),
+    }
+}
+
+/// A name as problems show it: whole when short, else cut at the echo limit.
+pub(crate) fn short(name: &str) -> String {
+    if name.chars().count() <= placer_cluster::validation::MAX_ECHO_CHARS {
+        name.to_string()
     } else {
-        r.to_string()
+        echo(name)
     }
 }
 
@@ -723,13 +734,18 @@ fn check_headers(raw: &RawScenario<Spanned<Header>>) -> Vec<Problem> {
     let mut check = |h: &Spanned<Header>, at: String| {
         let v = &h.value;
         let object = match (&v.namespace, &v.name) {
-            (Some(ns), Some(n)) => format!("{ns}/{n}"),
-            (None, Some(n)) => n.clone(),
+            (Some(ns), Some(n)) => format!("{}/{}", short(ns), short(n)),
+            (None, Some(n)) => short(n),
             _ => "(unnamed)".to_string(),
         };
         let message = match (&v.api_version, &v.kind) {
             (Some(a), Some(k)) if Kind::from_type(a, k).is_none() => {
-                format!("unknown apiVersion/kind {a:?} {k:?} for object {object} (known: {})", known_kinds())
+                format!(
+                    "unknown apiVersion/kind {} {} for object {object} (known: {})",
+                    echo(a),
+                    echo(k),
+                    known_kinds()
+                )
             }
             (Some(_), Some(_)) => return,
             _ => format!("object {object}: apiVersion and kind are required"),
@@ -824,7 +840,8 @@ fn convert(raw: RawScenario<Spanned<Typed>>, file: PathBuf, problems: &mut Vec<P
             RawStep::DeletePod(text) => match split_key(&text) {
                 Some((namespace, name)) => StepAction::DeletePod { namespace, name },
                 None => {
-                    problems.push(problem("deletePod", format!("expected namespace/name, got {text:?}")));
+                    problems
+                        .push(problem("deletePod", format!("expected namespace/name, got {}", echo(&text))));
                     continue;
                 }
             },
@@ -885,7 +902,12 @@ fn patch_target(patch: &serde_json::Value) -> Result<ObjectRef, String> {
     let api_version = s(patch.get("apiVersion")).ok_or("apiVersion is required")?;
     let kind_name = s(patch.get("kind")).ok_or("kind is required")?;
     let kind = Kind::from_type(&api_version, &kind_name).ok_or_else(|| {
-        format!("unknown apiVersion/kind {api_version:?} {kind_name:?} (known: {})", known_kinds())
+        format!(
+            "unknown apiVersion/kind {} {} (known: {})",
+            echo(&api_version),
+            echo(&kind_name),
+            known_kinds()
+        )
     })?;
     let meta = patch.get("metadata");
     let name =
@@ -1100,6 +1122,18 @@ mod tests {
         );
         // Quoted strings stay fine where the field is a string (labels, quantities).
         assert!(load("name: t\nsubmit:\n  - {apiVersion: v1, kind: Pod, metadata: {name: p, labels: {a: '1'}}, spec: {containers: [{name: c, image: i, resources: {requests: {cpu: '1'}}}]}}\n").is_ok());
+    }
+
+    #[test]
+    fn long_values_are_echoed_at_most_200_characters() {
+        let long = "x".repeat(1 << 20);
+        let text = format!(
+            "name: t\nsubmit:\n  - {{apiVersion: v1, kind: Pod, metadata: {{name: p, labels: {{a: {long}}}}}, spec: {{containers: [{{name: c, image: i}}]}}}}\n  - {{apiVersion: {long}, kind: {long}, metadata: {{name: {long}}}}}\nsteps:\n  - advance: {long}\n"
+        );
+        let err = load(&text).unwrap_err();
+        let message = err.to_string();
+        assert!(message.len() < 3_000, "{} bytes", message.len());
+        assert!(message.contains("(1048576 characters)"), "{message}");
     }
 
     #[test]

@@ -299,11 +299,8 @@ fn validate_scheduler(
     let mut gates = FeatureGates::default();
     for (name, value) in &s.scheduler.feature_gates {
         if let Err(e) = gates.set(name, *value) {
-            problems.push(top(
-                "scheduler.featureGates",
-                bracket(name).trim_start_matches('.'),
-                e.to_string(),
-            ));
+            let message = format!("unknown feature gate {} (known: {})", echo(&e.name), e.known);
+            problems.push(top("scheduler.featureGates", bracket(name).trim_start_matches('.'), message));
         }
     }
     let Some(profile) = &s.scheduler.profile else { return };
@@ -555,7 +552,7 @@ mod tests {
             got,
             [
                 "t.yaml:11:24: submit[0]: Pod default/p0: spec.containers[0].resources.requests[cpu]: Invalid value: \"-1\": must be greater than or equal to 0",
-                "t.yaml:11:35: submit[0]: Pod default/p0: spec.containers[0].resources.requests[memory]: Invalid value: \"lots\": invalid quantity \"lots\": expected a number with an optional suffix (e.g. 500m, 2, 1.5Gi)",
+                "t.yaml:11:35: submit[0]: Pod default/p0: spec.containers[0].resources.requests[memory]: Invalid value: \"lots\": must be a quantity: a number with an optional suffix (e.g. 500m, 2, 1.5Gi)",
             ]
         );
     }

@@ -118,7 +118,8 @@ measure() { # name command...
     local out="$DIR/$name.time"
     local code=0
     "$TIME" -f "%e %U %S %M" -o "$out" "$@" >"$DIR/$name.out" 2>"$DIR/$name.err" || code=$?
-    read -r wall user sys rss <"$out"
+    # GNU time writes "Command exited with non-zero status N" first when the command fails.
+    read -r wall user sys rss < <(tail -n 1 "$out")
     WALL[$name]=$wall
     printf '%-28s wall %7.2f s   cpu %7.2f s   peak %6d MiB   exit %d\n' \
         "$name" "$wall" "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" "$(( rss / 1024 ))" "$code"

@@ -360,13 +360,13 @@ impl Sim<'_> {
                     }
                 }
             }
+            // Every controller reads the watch log at the start of its reconcile, so all of
+            // them have read it up to where this round began: older events are no longer
+            // needed (memory stays bounded by what exists, not by what happened).
+            self.store.compact_watch_log(before);
             let changed = self.store.resource_version() != before;
             changed_any |= changed;
             if !wrote && !changed {
-                // Every controller has read the watch log to its end in this quiet round:
-                // what it holds is no longer needed (memory stays bounded by what exists).
-                let through = self.store.resource_version();
-                self.store.compact_watch_log(through);
                 return Ok(changed_any);
             }
         }

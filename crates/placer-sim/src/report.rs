@@ -323,6 +323,23 @@ mod tests {
     }
 
     #[test]
+    fn summary_never_prints_a_negative_percentage() {
+        // Two bound pods whose cpu sums past i64 (5e15 cores each, in millicores): the sum
+        // saturates; it used to wrap to a negative percentage.
+        let mut huge = pod("huge", Some("n1"), "Running");
+        if let Object::Pod(p) = &mut huge {
+            let c = &mut p.spec.as_mut().unwrap().containers[0];
+            c.resources.as_mut().unwrap().requests =
+                Some([("cpu".to_string(), Quantity("5e15".into()))].into());
+            let second = Container { name: "d".into(), ..c.clone() };
+            p.spec.as_mut().unwrap().containers.push(second);
+        }
+        let summary = cluster_summary(&[node("n1", "r1"), huge]);
+        assert!(summary.resources.iter().all(|r| r.percent() >= 0.0), "{summary}");
+        assert!(!summary.to_string().contains('-'), "{summary}");
+    }
+
+    #[test]
     fn summary_counts_bound_running_pods_against_allocatable() {
         let objects = vec![
             node("n1", "r1"),

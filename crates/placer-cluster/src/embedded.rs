@@ -35,7 +35,7 @@
 //!   update and merge patch (never on status writes or bindings); a rejection is
 //!   [`StoreError::Forbidden`]. [`EmbeddedCluster::check_create`] runs the create path
 //!   without writing, so a batch can be checked whole before any of it is created.
-//! * The watch log can be compacted ([`EmbeddedCluster::compact_watch_log`]) once every
+//! * The watch log can be compacted ([`EmbeddedCluster::compact_log`]) once every
 //!   reader has consumed it, so a long run keeps memory bounded by what exists.
 //! * The clock is virtual: it starts at 0 ms, which is `2026-01-01T00:00:00Z`, and moves
 //!   only through [`EmbeddedCluster::advance_ms`] / [`EmbeddedCluster::set_now_ms`].
@@ -160,10 +160,11 @@ impl EmbeddedCluster {
         self.log.len()
     }
 
-    /// Drops the watch events up to and including `through` (a resourceVersion every
-    /// reader has already consumed). `watch_since` from an earlier version then misses
-    /// them: call it only when every reader is past `through`.
-    pub fn compact_watch_log(&mut self, through: u64) {
+    /// Compacts the watch log: forgets the entries with a resourceVersion up to `through`
+    /// (at most the current one), which every reader must already have consumed:
+    /// `watch_since` from an earlier version then misses them.
+    pub fn compact_log(&mut self, through: u64) {
+        let through = through.min(self.resource_version);
         let end = self.log.partition_point(|e| e.resource_version <= through);
         self.log.drain(..end);
     }
@@ -1213,7 +1214,7 @@ mod tests {
         for name in ["a", "b", "c"] {
             c.create(pod("default", name)).unwrap();
         }
-        c.compact_watch_log(2);
+        c.compact_log(2);
         assert_eq!(c.watch_log_len(), 1);
         assert_eq!(c.watch_since(2).len(), 1);
         assert_eq!(c.watch_kinds_since(0, &[Kind::Node]).len(), 0);

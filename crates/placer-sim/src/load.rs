@@ -297,11 +297,10 @@ fn entry_of(path: &[Seg]) -> (usize, bool) {
         (4, true)
     } else if key(0, "cluster") && (key(1, "nodes") || key(1, "pods")) && index(2) {
         (3, true)
-    } else if key(0, "steps") && index(1) {
-        (2, false)
-    } else if key(0, "scheduler") && (key(1, "profile") || key(1, "featureGates")) {
-        (2, false)
-    } else if key(0, "cluster") && path.len() > 1 {
+    } else if (key(0, "steps") && index(1))
+        || (key(0, "scheduler") && (key(1, "profile") || key(1, "featureGates")))
+        || (key(0, "cluster") && path.len() > 1)
+    {
         (2, false)
     } else {
         (path.len().min(1), false)
@@ -527,14 +526,13 @@ fn check_typing(text: &str, s: &Scenario, problems: &mut Vec<Problem>) {
             field: yaml_walk::render(field),
             message,
         };
+        let merge_key = matches!(field.last(), Some(Seg::Key(k)) if k == "<<");
         match (here, node.kind) {
-            (None, kind) if parent.is_object() && !kind.is_null() => {
-                if !matches!(field.last(), Some(Seg::Key(k)) if k == "<<") {
-                    problems.push(problem(
-                        "unknown field: the API server's strict field validation (kubectl apply's default) rejects it"
-                            .to_string(),
-                    ));
-                }
+            (None, kind) if parent.is_object() && !kind.is_null() && !merge_key => {
+                problems.push(problem(
+                    "unknown field: the API server's strict field validation (kubectl apply's default) rejects it"
+                        .to_string(),
+                ));
             }
             (Some(v), NodeKind::Scalar { value, quoted: true }) if v.is_number() || v.is_boolean() => {
                 let want = if v.is_boolean() { "true or false" } else { "a number" };

@@ -363,7 +363,7 @@ impl Sim<'_> {
             // Every controller reads the watch log at the start of its reconcile, so all of
             // them have read it up to where this round began: older events are no longer
             // needed (memory stays bounded by what exists, not by what happened).
-            self.store.compact_watch_log(before);
+            self.store.compact_log(before);
             let changed = self.store.resource_version() != before;
             changed_any |= changed;
             if !wrote && !changed {

@@ -14,19 +14,45 @@
 //!
 //! It returns true when it wrote an object (events alone do not count: they change no
 //! object and no controller watches them).
+//!
+//! With a [`Dispatcher`] (`placer serve`) bindings and status writes leave the scheduling
+//! thread ([`dispatch`]): a binding's outcome arrives on a later reconcile. A binding that
+//! fails for good is handled as kube-scheduler's binding cycle does (the engine forgets
+//! the assumption and requeues the pod, the pod gets a `FailedScheduling` event); when
+//! the pod belongs to a gang, the gang's bindings not sent yet are cancelled and those
+//! members requeued too, so the group is decided again as a whole instead of being bound
+//! piecemeal (members already bound stay bound and count towards `minCount` next time).
+//!
+//! PodGroups get events derived from the engine's decisions: `Scheduled` when the group's
+//! `PodGroupScheduled` condition turns true, `FailedScheduling` (Warning, with the reason
+//! and message of the condition) when it is false, `Preempted` when the group is a
+//! preemption victim.
+//!
+//! The driver also reports the per-pod metrics kube-scheduler reports at the end of a
+//! binding cycle or a failed attempt (`scheduler_schedule_attempts_total`,
+//! `..._scheduling_attempt_duration_seconds`, the end-to-end SLI duration, attempts per
+//! pod) and the queue gauges (`scheduler_pending_pods`, `scheduler_pending_entities`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use placer_api::k8s::api::core::v1::PodCondition;
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::Condition;
 use placer_cluster::{
     ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError, WatchEvent, WatchEventKind,
 };
-use placer_engine::model::{GroupKey, PodKey};
+use placer_engine::model::{GroupKey, GroupPolicy, PodKey};
+use placer_engine::queue::QueueState;
 use placer_engine::{ClusterEvent, Decision, Engine, Observer, SchedulerConfig};
+use placer_metrics::names as metric;
 
 use crate::{Controller, ControllerError};
+
+pub mod dispatch;
+
+pub use dispatch::{BindCall, BindOutcome, BindResult, Dispatcher, StatusCall};
 
 /// Who the scheduler's events are reported by.
 pub const REPORTER: &str = "placer-scheduler";
@@ -43,6 +69,39 @@ pub struct SchedulerController {
     observer: Box<dyn Observer + Send>,
     /// Last store resourceVersion fed to the engine.
     seen_rv: u64,
+    /// Where bindings and status writes go; `None`: synchronously through the store.
+    dispatcher: Option<Box<dyn Dispatcher>>,
+    /// Bindings handed to the dispatcher, until their outcome arrives.
+    binding: FxHashMap<PodKey, InFlight>,
+    /// Pods waiting in the engine's queue: timer of their first entry, failed attempts.
+    pending: FxHashMap<PodKey, Pending>,
+    /// Seconds the current pass's `Engine::schedule` took (part of every attempt decided
+    /// in it).
+    decided_in: f64,
+    /// Members of each PodGroup the current pass binds (for the group's event).
+    assigned: BTreeMap<GroupKey, usize>,
+}
+
+/// A binding under way.
+#[derive(Debug)]
+struct InFlight {
+    /// The `Scheduled` event's message, recorded once the binding succeeds.
+    message: String,
+    /// The scheduler profile (`schedulerName`) of the pod.
+    profile: String,
+    /// Seconds of the scheduling pass that decided it.
+    decided_in: f64,
+    /// Timer started when the binding was handed off.
+    timer: u64,
+}
+
+/// A pod in the engine's queue.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    /// Timer started when the pod entered the queue (end-to-end SLI duration).
+    since: u64,
+    /// Failed scheduling attempts so far.
+    attempts: u32,
 }
 
 impl std::fmt::Debug for SchedulerController {
@@ -63,7 +122,31 @@ enum DriverError {
 
 impl SchedulerController {
     pub fn new(config: SchedulerConfig, observer: Box<dyn Observer + Send>) -> Self {
-        SchedulerController { engine: Engine::new(config), observer, seen_rv: 0 }
+        SchedulerController {
+            engine: Engine::new(config),
+            observer,
+            seen_rv: 0,
+            dispatcher: None,
+            binding: FxHashMap::default(),
+            pending: FxHashMap::default(),
+            decided_in: 0.0,
+            assigned: BTreeMap::new(),
+        }
+    }
+
+    /// A driver whose bindings and status writes go through `dispatcher` (see the module
+    /// documentation).
+    pub fn with_dispatcher(
+        config: SchedulerConfig,
+        observer: Box<dyn Observer + Send>,
+        dispatcher: Box<dyn Dispatcher>,
+    ) -> Self {
+        SchedulerController { dispatcher: Some(dispatcher), ..Self::new(config, observer) }
+    }
+
+    /// Bindings handed to the dispatcher whose outcome has not been processed yet.
+    pub fn bindings_in_flight(&self) -> usize {
+        self.binding.len()
     }
 
     pub fn engine(&self) -> &Engine {
@@ -85,11 +168,205 @@ impl SchedulerController {
         for event in store.watch_since(self.seen_rv) {
             self.seen_rv = self.seen_rv.max(event.resource_version);
             if let Some(e) = cluster_event(event) {
+                let key = match &e {
+                    ClusterEvent::PodUpserted(p) => Some(PodKey::new(
+                        p.metadata.namespace.clone().unwrap_or_default(),
+                        p.metadata.name.clone().unwrap_or_default(),
+                    )),
+                    ClusterEvent::PodDeleted(k) => Some(k.clone()),
+                    _ => None,
+                };
                 self.engine.apply(e, now);
+                if let Some(key) = key {
+                    self.track_pending(&key);
+                }
             }
         }
         for message in self.engine.take_ingest_errors() {
             tracing::warn!(controller = "scheduler", %message, "object not readable by the scheduler");
+        }
+    }
+
+    fn group_of(&self, pod: &PodKey) -> Option<GroupKey> {
+        let info = self.engine.pod(pod)?;
+        info.group.as_ref().map(|g| GroupKey::new(&*pod.namespace, g.as_str()))
+    }
+
+    /// The pod's scheduler profile (its `schedulerName`), for the `profile` label.
+    fn profile_of(&self, pod: &PodKey) -> String {
+        self.engine.pod(pod).map(|p| p.scheduler_name.clone()).unwrap_or_default()
+    }
+
+    /// Starts the SLI timer of a pod that entered the queue; forgets pods that left it
+    /// without being bound by us (deleted, bound elsewhere).
+    fn track_pending(&mut self, key: &PodKey) {
+        let queued = self.engine.queue().contains(key);
+        if queued && !self.pending.contains_key(key) {
+            let since = self.observer.start_timer();
+            self.pending.insert(key.clone(), Pending { since, attempts: 0 });
+        } else if !queued && !self.binding.contains_key(key) && !self.engine.is_assumed(key) {
+            if let Some(p) = self.pending.remove(key) {
+                self.observer.elapsed_seconds(p.since);
+            }
+        }
+    }
+
+    /// One pod attempt ended with `result` (kube's `scheduler_schedule_attempts_total`
+    /// and `scheduler_scheduling_attempt_duration_seconds`).
+    fn attempt(&mut self, profile: &str, result: &'static str, seconds: f64) {
+        let labels = [("result", result), ("profile", profile)];
+        self.observer.count(metric::SCHEDULE_ATTEMPTS, &labels, 1);
+        self.observer.observe(metric::SCHEDULING_ATTEMPT_DURATION, &labels, seconds);
+    }
+
+    /// A pod is bound: the attempt, its end-to-end duration and its number of attempts.
+    fn pod_scheduled(&mut self, pod: &PodKey, profile: &str, attempt_seconds: f64) {
+        self.attempt(profile, "scheduled", attempt_seconds);
+        if let Some(p) = self.pending.remove(pod) {
+            let secs = self.observer.elapsed_seconds(p.since);
+            let attempts = p.attempts + 1;
+            let label = if attempts >= 15 { "15+".to_string() } else { attempts.to_string() };
+            let labels = [("attempts", label.as_str())];
+            self.observer.observe(metric::POD_SCHEDULING_SLI_DURATION, &labels, secs);
+            self.observer.observe(metric::POD_SCHEDULING_DURATION, &labels, secs);
+            self.observer.observe(metric::POD_SCHEDULING_ATTEMPTS, &[], f64::from(attempts));
+        }
+    }
+
+    /// Handles the bindings the dispatcher finished. Returns whether anything changed for
+    /// the engine (a requeue).
+    fn process_completions(&mut self, store: &mut dyn ClusterStore) -> bool {
+        let now_ms = store.now_ms();
+        let mut changed = false;
+        // Cancelling a gang's bindings reports them at once: loop until nothing is left.
+        loop {
+            let Some(d) = self.dispatcher.as_mut() else { return false };
+            let outcomes = d.completed();
+            if outcomes.is_empty() {
+                break;
+            }
+            changed |= self.handle_outcomes(store, outcomes, now_ms);
+        }
+        changed
+    }
+
+    fn handle_outcomes(
+        &mut self,
+        store: &mut dyn ClusterStore,
+        outcomes: Vec<BindOutcome>,
+        now_ms: u64,
+    ) -> bool {
+        let mut changed = false;
+        for BindOutcome { call, result } in outcomes {
+            let Some(inflight) = self.binding.remove(&call.pod) else { continue };
+            let bind_secs = self.observer.elapsed_seconds(inflight.timer);
+            let attempt_secs = inflight.decided_in + bind_secs;
+            match result {
+                BindResult::Bound => {
+                    self.pod_scheduled(&call.pod, &inflight.profile, attempt_secs);
+                    let message = if inflight.message.is_empty() {
+                        format!("Successfully assigned {} to {}", call.pod, call.node)
+                    } else {
+                        inflight.message
+                    };
+                    record(store, pod_ref(&call.pod), "Normal", "Scheduled", message);
+                }
+                BindResult::Failed(source) => {
+                    changed = true;
+                    self.attempt(&inflight.profile, "error", attempt_secs);
+                    self.engine.binding_failed(&call.pod, now_ms);
+                    tracing::warn!(
+                        controller = "scheduler",
+                        pod = %call.pod,
+                        node = %call.node,
+                        error = %source,
+                        "binding failed; the pod goes back to the queue",
+                    );
+                    record(
+                        store,
+                        pod_ref(&call.pod),
+                        "Warning",
+                        "FailedScheduling",
+                        format!("Binding rejected: {source}"),
+                    );
+                    if let Some(group) = call.group.as_ref().filter(|g| self.is_gang(g)) {
+                        // Not bound piecemeal: the members not sent yet come back as
+                        // cancelled and the gang is decided again as a whole.
+                        if let Some(d) = self.dispatcher.as_mut() {
+                            d.cancel_group(group);
+                        }
+                        record(
+                            store,
+                            group_ref(group),
+                            "Warning",
+                            "FailedScheduling",
+                            format!(
+                                "Binding rejected for member {}: {source}; the gang's pending bindings are released and the group requeued",
+                                call.pod
+                            ),
+                        );
+                    }
+                }
+                BindResult::Cancelled => {
+                    changed = true;
+                    self.engine.binding_failed(&call.pod, now_ms);
+                }
+            }
+        }
+        changed
+    }
+
+    fn is_gang(&self, group: &GroupKey) -> bool {
+        self.engine.groups().info(group).is_some_and(|i| matches!(i.policy, GroupPolicy::Gang { .. }))
+    }
+
+    /// Queue depths: `scheduler_pending_pods{queue}` and the pending entities (pods
+    /// outside any PodGroup, and PodGroups counted once, in the queue of their first
+    /// member).
+    fn report_queue(&mut self) {
+        let queue = self.engine.queue();
+        let mut pods: BTreeMap<&'static str, usize> = BTreeMap::new();
+        let mut single: BTreeMap<&'static str, usize> = BTreeMap::new();
+        let mut groups: BTreeMap<GroupKey, &'static str> = BTreeMap::new();
+        for key in queue.keys() {
+            let Some(state) = queue.state(&key) else { continue };
+            let name = match state {
+                QueueState::Active => "active",
+                QueueState::Backoff { .. } => "backoff",
+                QueueState::Unschedulable => "unschedulable",
+                QueueState::Gated { .. } => "gated",
+            };
+            *pods.entry(name).or_default() += 1;
+            match self.group_of(&key) {
+                Some(g) => {
+                    groups.entry(g).or_insert(name);
+                }
+                None => *single.entry(name).or_default() += 1,
+            }
+        }
+        let mut group_counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+        for name in groups.values() {
+            *group_counts.entry(name).or_default() += 1;
+        }
+        for q in ["active", "backoff", "unschedulable", "gated"] {
+            let n = pods.get(q).copied().unwrap_or(0) as f64;
+            self.observer.gauge(metric::PENDING_PODS, &[("queue", q)], n);
+            for (type_, counts) in [("pod", &single), ("podgroup", &group_counts)] {
+                let n = counts.get(q).copied().unwrap_or(0) as f64;
+                let labels = [("queue", q), ("type", type_)];
+                self.observer.gauge(metric::PENDING_ENTITIES, &labels, n);
+                self.observer.gauge(metric::QUEUED_ENTITIES, &labels, n);
+            }
+        }
+        let in_flight = self.dispatcher.as_ref().map_or(0, |d| d.in_flight());
+        self.observer.gauge(metric::GOROUTINES, &[("operation", "binding")], in_flight as f64);
+    }
+
+    /// Hands the status writes staged during a pass to the dispatcher, one per object.
+    fn flush(&mut self, staged: BTreeMap<ObjectRef, (Object, Option<serde_json::Value>)>) {
+        let Some(d) = self.dispatcher.as_mut() else { return };
+        for (_, (object, base)) in staged {
+            d.update_status(StatusCall { object, base });
         }
     }
 
@@ -102,9 +379,35 @@ impl SchedulerController {
     ) -> Result<bool, DriverError> {
         let now_ms = store.now_ms();
         match decision {
+            Decision::Bind { pod, uid, node } if self.dispatcher.is_some() => {
+                let group = self.group_of(&pod);
+                let profile = self.profile_of(&pod);
+                let timer = self.observer.start_timer();
+                self.binding.insert(
+                    pod.clone(),
+                    InFlight { message: String::new(), profile, decided_in: self.decided_in, timer },
+                );
+                if let Some(d) = self.dispatcher.as_mut() {
+                    d.bind(BindCall { pod, uid, node, group });
+                }
+                Ok(false)
+            }
+            Decision::ScheduledEvent { pod, message } if self.binding.contains_key(&pod) => {
+                if let Some(b) = self.binding.get_mut(&pod) {
+                    b.message = message;
+                }
+                Ok(false)
+            }
             Decision::Bind { pod, uid, node } => match store.bind(&pod.namespace, &pod.name, &uid, &node) {
-                Ok(()) => Ok(true),
+                Ok(()) => {
+                    let profile = self.profile_of(&pod);
+                    let decided_in = self.decided_in;
+                    self.pod_scheduled(&pod, &profile, decided_in);
+                    Ok(true)
+                }
                 Err(source) => {
+                    let profile = self.profile_of(&pod);
+                    self.attempt(&profile, "error", self.decided_in);
                     self.engine.binding_failed(&pod, now_ms);
                     record(
                         store,
@@ -131,6 +434,16 @@ impl SchedulerController {
                 set_nominated(store, &pod, node.clone())
             }),
             Decision::PodUnschedulable { pod, reason, message } => {
+                let result = if reason == placer_engine::engine::REASON_SCHEDULER_ERROR {
+                    "error"
+                } else {
+                    "unschedulable"
+                };
+                let profile = self.profile_of(&pod);
+                self.attempt(&profile, result, self.decided_in);
+                if let Some(p) = self.pending.get_mut(&pod) {
+                    p.attempts += 1;
+                }
                 let wrote = with_retry(store, "update status of", &pod_ref(&pod), |store| {
                     set_pod_unschedulable(store, &pod, &reason, &message)
                 })?;
@@ -140,11 +453,21 @@ impl SchedulerController {
                 Ok(wrote)
             }
             Decision::PodGroupCondition { group, status, reason, message } => {
-                with_retry(store, "update status of", &group_ref(&group), |store| {
+                let wrote = with_retry(store, "update status of", &group_ref(&group), |store| {
                     set_group_condition(store, &group, POD_GROUP_SCHEDULED, status, &reason, &message)
-                })
+                })?;
+                if store.get(&group_ref(&group)).is_some() {
+                    let assigned = self.assigned.get(&group).copied().unwrap_or(0);
+                    let (type_, event_reason, note) =
+                        group_event(&group, status, &reason, &message, assigned);
+                    record(store, group_ref(&group), type_, event_reason, note);
+                }
+                Ok(wrote)
             }
             Decision::PodGroupDisruptionTarget { group, message } => {
+                if store.get(&group_ref(&group)).is_some() {
+                    record(store, group_ref(&group), "Normal", "Preempted", message.clone());
+                }
                 with_retry(store, "update status of", &group_ref(&group), |store| {
                     set_group_condition(
                         store,
@@ -209,20 +532,43 @@ impl Controller for SchedulerController {
     }
 
     fn reconcile(&mut self, store: &mut dyn ClusterStore) -> Result<bool, ControllerError> {
+        let mut wrote = self.process_completions(store);
         self.sync(store);
         let now = store.now_ms();
+        let timer = self.observer.start_timer();
         let decisions = self.engine.schedule(now, &mut *self.observer);
-        let mut wrote = false;
+        self.decided_in = self.observer.elapsed_seconds(timer);
+        self.assigned.clear();
+        for d in &decisions {
+            if let Decision::Bind { pod, .. } = d {
+                if let Some(g) = self.group_of(pod) {
+                    *self.assigned.entry(g).or_default() += 1;
+                }
+            }
+        }
         let mut failed_binds = BTreeSet::new();
-        for decision in decisions {
-            match self.execute(store, decision, &mut failed_binds) {
-                Ok(w) => wrote |= w,
-                Err(e) => {
+        if self.dispatcher.is_some() {
+            let mut staged = BTreeMap::new();
+            let mut view = Staged { inner: &mut *store, staged: &mut staged };
+            for decision in decisions {
+                if let Err(e) = self.execute(&mut view, decision, &mut failed_binds) {
                     wrote = true;
                     tracing::warn!(controller = "scheduler", error = %e, "decision not carried out");
                 }
             }
+            self.flush(staged);
+        } else {
+            for decision in decisions {
+                match self.execute(store, decision, &mut failed_binds) {
+                    Ok(w) => wrote |= w,
+                    Err(e) => {
+                        wrote = true;
+                        tracing::warn!(controller = "scheduler", error = %e, "decision not carried out");
+                    }
+                }
+            }
         }
+        self.report_queue();
         Ok(wrote)
     }
 
@@ -250,6 +596,98 @@ pub fn cluster_event(event: WatchEvent) -> Option<ClusterEvent> {
         Object::PodDisruptionBudget(pdb) => ClusterEvent::PodDisruptionBudgetUpserted(Arc::new(pdb)),
         Object::Workload(_) | Object::Job(_) | Object::CronJob(_) => return None,
     })
+}
+
+/// The event a PodGroup gets when its `PodGroupScheduled` condition is set: `Scheduled`
+/// (Normal) when true, `FailedScheduling` (Warning, with the condition's reason and
+/// message) when false, as its pods get.
+fn group_event(
+    group: &GroupKey,
+    status: bool,
+    reason: &str,
+    message: &str,
+    assigned: usize,
+) -> (&'static str, &'static str, String) {
+    if status {
+        let note = match (assigned, message.is_empty()) {
+            (0, true) => format!("Successfully scheduled pod group {group}"),
+            (n, true) => format!("Successfully scheduled pod group {group}: {n} pods assigned"),
+            (_, false) => format!("Successfully scheduled pod group {group}: {message}"),
+        };
+        ("Normal", "Scheduled", note)
+    } else {
+        ("Warning", "FailedScheduling", format!("{reason}: {message}"))
+    }
+}
+
+/// The store as the decisions of one pass see it when status writes are dispatched:
+/// status updates are staged (a later decision reads the staged object, so several
+/// changes to one object become one write), everything else goes through. A deletion
+/// first writes the object's staged status (a victim's `DisruptionTarget` condition
+/// precedes its deletion).
+struct Staged<'a> {
+    inner: &'a mut dyn ClusterStore,
+    staged: &'a mut BTreeMap<ObjectRef, (Object, Option<serde_json::Value>)>,
+}
+
+impl ClusterStore for Staged<'_> {
+    fn now_ms(&self) -> u64 {
+        self.inner.now_ms()
+    }
+    fn now(&self) -> placer_api::k8s::apimachinery::pkg::apis::meta::v1::Time {
+        self.inner.now()
+    }
+    fn resource_version(&self) -> u64 {
+        self.inner.resource_version()
+    }
+    fn get(&self, r: &ObjectRef) -> Option<Object> {
+        match self.staged.get(r) {
+            Some((obj, _)) => Some(obj.clone()),
+            None => self.inner.get(r),
+        }
+    }
+    fn list(&self, kind: Kind) -> Vec<Object> {
+        self.inner.list(kind)
+    }
+    fn create(&mut self, obj: Object) -> Result<Object, StoreError> {
+        self.inner.create(obj)
+    }
+    fn update(&mut self, obj: Object) -> Result<Object, StoreError> {
+        self.inner.update(obj)
+    }
+    fn update_status(&mut self, obj: Object) -> Result<Object, StoreError> {
+        let r = obj.object_ref();
+        let base = match self.staged.remove(&r) {
+            Some((_, base)) => base,
+            None => self.inner.get(&r).and_then(|o| o.to_json().get("status").cloned()),
+        };
+        self.staged.insert(r, (obj.clone(), base));
+        Ok(obj)
+    }
+    fn merge_patch(&mut self, r: &ObjectRef, patch: &serde_json::Value) -> Result<Object, StoreError> {
+        self.inner.merge_patch(r, patch)
+    }
+    fn delete(&mut self, r: &ObjectRef) -> Result<(), StoreError> {
+        if let Some((obj, _)) = self.staged.remove(r) {
+            match self.inner.update_status(obj) {
+                Ok(_) | Err(StoreError::NotFound(_)) => {}
+                Err(e) => tracing::warn!(object = %r, error = %e, "status before deletion not written"),
+            }
+        }
+        self.inner.delete(r)
+    }
+    fn bind(&mut self, namespace: &str, name: &str, uid: &str, node: &str) -> Result<(), StoreError> {
+        self.inner.bind(namespace, name, uid, node)
+    }
+    fn record_event(&mut self, event: EventRecord) {
+        self.inner.record_event(event)
+    }
+    fn events(&self) -> Vec<EventRecord> {
+        self.inner.events()
+    }
+    fn watch_since(&self, after: u64) -> Vec<WatchEvent> {
+        self.inner.watch_since(after)
+    }
 }
 
 fn pod_ref(key: &PodKey) -> ObjectRef {

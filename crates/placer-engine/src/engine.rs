@@ -43,11 +43,19 @@ pub const REASON_SCHEDULED: &str = "Scheduled";
 pub const REASON_UNSCHEDULABLE: &str = "Unschedulable";
 pub const REASON_SCHEDULER_ERROR: &str = "SchedulerError";
 
-/// Counter `{result=scheduled|unschedulable|error}`: single-pod scheduling attempts.
+/// Counter `{result=scheduled|unschedulable|error, profile}`: pod scheduling attempts,
+/// counted by the driver once the outcome is known (a binding is part of the attempt).
 pub const METRIC_SCHEDULE_ATTEMPTS: &str = "scheduler_schedule_attempts_total";
+/// Histogram: seconds of the pod-level algorithm of one single-pod attempt.
+pub const METRIC_SCHEDULING_ALGORITHM_DURATION: &str = "scheduler_scheduling_algorithm_duration_seconds";
 /// Counter `{result=scheduled|unschedulable|error}`: PodGroup cycles.
 pub const METRIC_PODGROUP_ATTEMPTS: &str = "scheduler_podgroup_schedule_attempts_total";
-/// Histogram: seconds per PodGroup cycle.
+/// Histogram `{result}`: seconds per PodGroup cycle (algorithm and decisions).
+pub const METRIC_PODGROUP_ATTEMPT_DURATION: &str = "scheduler_podgroup_scheduling_attempt_duration_seconds";
+/// Histogram: seconds of the PodGroup algorithm of one cycle.
+pub const METRIC_PODGROUP_ALGORITHM_DURATION: &str =
+    "scheduler_podgroup_scheduling_algorithm_duration_seconds";
+/// Histogram: seconds per PodGroup cycle (KEP-5732's name, no labels).
 pub const METRIC_PODGROUP_DURATION: &str = "scheduler_podgroup_scheduling_duration_seconds";
 
 /// A change in the cluster, fed to [`Engine::apply`] in the order it happened.
@@ -628,13 +636,15 @@ impl Engine {
     ) {
         // Nominated pods counted, the nominated node first, per-pod preemption on failure
         // (SEMANTICS §12: standalone pods preempt with their own priority).
-        match self.find_node_for_single(&queued.pod, obs) {
+        let timer = obs.start_timer();
+        let attempt = self.find_node_for_single(&queued.pod, obs);
+        let secs = obs.elapsed_seconds(timer);
+        obs.observe(METRIC_SCHEDULING_ALGORITHM_DURATION, &[], secs);
+        match attempt {
             preempt::SingleAttempt::Fits(node) => {
-                obs.count(METRIC_SCHEDULE_ATTEMPTS, &[("result", "scheduled")], 1);
                 self.bind(queued, node, out);
             }
             preempt::SingleAttempt::Preempts { fit, plan } => {
-                obs.count(METRIC_SCHEDULE_ATTEMPTS, &[("result", "unschedulable")], 1);
                 let key = queued.pod.key.clone();
                 let preemptor = format!("pod {key}");
                 let priority = queued.pod.priority;
@@ -653,7 +663,6 @@ impl Engine {
                 self.fail(queued, REASON_UNSCHEDULABLE, fit.to_string(), false, now_ms, out);
             }
             preempt::SingleAttempt::Unschedulable(fit) => {
-                obs.count(METRIC_SCHEDULE_ATTEMPTS, &[("result", "unschedulable")], 1);
                 self.fail(queued, REASON_UNSCHEDULABLE, fit.to_string(), true, now_ms, out);
             }
         }
@@ -775,6 +784,7 @@ impl Engine {
             return;
         };
         let timer = obs.start_timer();
+        let algorithm_timer = obs.start_timer();
 
         let Some(members) = self.gather_members(first, std::slice::from_ref(&group_key), now_ms, obs, out)
         else {
@@ -797,6 +807,8 @@ impl Engine {
         // PREEMPTION HOOK (SEMANTICS §4, §12): per-pod PostFilter and workload-aware
         // preemption plug in through `GroupHooks` (see `engine/preempt.rs`).
         let outcome = self.run_group_cycle(&cycle, obs);
+        let secs = obs.elapsed_seconds(algorithm_timer);
+        obs.observe(METRIC_PODGROUP_ALGORITHM_DURATION, &[], secs);
 
         let mut decided: Vec<(QueuedPod, Decided)> = Vec::new();
         let (result, condition) = match outcome {
@@ -895,6 +907,7 @@ impl Engine {
         }
         obs.count(METRIC_PODGROUP_ATTEMPTS, &[("result", result)], 1);
         let secs = obs.elapsed_seconds(timer);
+        obs.observe(METRIC_PODGROUP_ATTEMPT_DURATION, &[("result", result)], secs);
         obs.observe(METRIC_PODGROUP_DURATION, &[], secs);
     }
 }

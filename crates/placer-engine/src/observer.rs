@@ -7,6 +7,8 @@ pub trait Observer {
     fn count(&mut self, name: &'static str, labels: &[(&'static str, &str)], value: u64);
     /// Records one observation of histogram `name`.
     fn observe(&mut self, name: &'static str, labels: &[(&'static str, &str)], value: f64);
+    /// Sets gauge `name` (queue depths and the like; the driver reports them).
+    fn gauge(&mut self, _name: &'static str, _labels: &[(&'static str, &str)], _value: f64) {}
     /// Starts a timer; the engine passes the token back to [`Observer::elapsed_seconds`].
     fn start_timer(&mut self) -> u64 {
         0

@@ -58,6 +58,9 @@ pub const METRIC_PLACEMENT_TOTAL: &str = "scheduler_placement_total";
 pub const METRIC_PLACEMENT_EVALUATIONS: &str = "scheduler_placement_evaluations_total";
 /// Histogram `{result}`: seconds to evaluate one placement.
 pub const METRIC_PLACEMENT_EVALUATION_DURATION: &str = "scheduler_placement_evaluation_duration_seconds";
+/// Histogram `{plugin, extension_point, status}`: one plugin at one extension point
+/// (observed for placement generation, as KEP-5732's monitoring section asks).
+pub const METRIC_PLUGIN_EXECUTION_DURATION: &str = "scheduler_plugin_execution_duration_seconds";
 
 // ---------------------------------------------------------------------------------------
 // Extension points.
@@ -714,7 +717,20 @@ pub fn schedule_pod_group(
 
     // Phase 1: generate.
     let parent = Placement { name: "".into(), nodes: snap.all_nodes() };
-    let generated = match pf.generate(snap, cycle, &parent) {
+    let timer = obs.start_timer();
+    let generated = pf.generate(snap, cycle, &parent);
+    let secs = obs.elapsed_seconds(timer);
+    let status = if generated.is_ok() { "Success" } else { "Error" };
+    obs.observe(
+        METRIC_PLUGIN_EXECUTION_DURATION,
+        &[
+            ("plugin", crate::plugins::placement_topology::NAME),
+            ("extension_point", "PlacementGenerate"),
+            ("status", status),
+        ],
+        secs,
+    );
+    let generated = match generated {
         Ok(g) => g,
         Err(status) => return GroupOutcome::Error { message: status.reasons.join(", ") },
     };

@@ -18,6 +18,8 @@
 //! leaderElection: {enabled: true, leaseName: placer, namespace: placer-system}
 //! metricsAddr: 0.0.0.0:8080
 //! jobController: {enabled: true}
+//! clientConnection: {qps: 50, burst: 100}   # kube-scheduler's defaults; qps -1: no limit
+//! binding: {concurrency: 64}          # binding calls in flight at once
 //! ```
 //!
 //! Parsing rejects unknown fields; validation then checks every value and reports the
@@ -43,6 +45,13 @@ pub const DEFAULT_SCHEDULER_NAME: &str = "placer";
 pub const DEFAULT_LEASE_NAME: &str = "placer";
 /// `metricsAddr` when the file does not set one.
 pub const DEFAULT_METRICS_ADDR: &str = "0.0.0.0:8080";
+/// `clientConnection.qps` when the file does not set one (kube-scheduler's default).
+pub const DEFAULT_QPS: f64 = 50.0;
+/// `clientConnection.burst` when the file does not set one (kube-scheduler's default).
+pub const DEFAULT_BURST: u32 = 100;
+/// `binding.concurrency` when the file does not set one.
+pub const DEFAULT_BINDING_CONCURRENCY: usize = 64;
+
 /// The `spec.managedBy` value of Jobs that Placer's Job controller owns.
 pub const JOB_MANAGED_BY: &str = "placer.dev/job-controller";
 
@@ -97,6 +106,29 @@ pub struct FileConfig {
     pub metrics_addr: Option<String>,
     #[serde(default)]
     pub job_controller: JobControllerFile,
+    #[serde(default)]
+    pub client_connection: ClientConnectionFile,
+    #[serde(default)]
+    pub binding: BindingFile,
+}
+
+/// `clientConnection` (as in `KubeSchedulerConfiguration`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClientConnectionFile {
+    /// Requests per second to the API server, sustained. Default 50; -1: no limit.
+    pub qps: Option<f64>,
+    /// Requests allowed at once above `qps`. Default 100.
+    pub burst: Option<i64>,
+}
+
+/// `binding`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BindingFile {
+    /// Binding calls in flight at once (the scheduling thread never waits for one).
+    /// Default 64.
+    pub concurrency: Option<i64>,
 }
 
 /// `leaderElection`.
@@ -169,6 +201,10 @@ pub struct ServeSettings {
     pub leader_election: Option<LeaderElectionSettings>,
     pub metrics_addr: SocketAddr,
     pub job_controller: bool,
+    /// Client rate limit: `None` = unlimited, else (qps, burst).
+    pub rate_limit: Option<(f64, u32)>,
+    /// Binding calls in flight at once.
+    pub binding_concurrency: usize,
     /// Accepted but suspicious settings (logged at start).
     pub warnings: Vec<String>,
 }
@@ -351,6 +387,33 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
         c.err("metricsAddr", format!("{addr_text:?} is not an address like 0.0.0.0:8080 or [::]:8080"))
     })?;
 
+    let cc = &raw.client_connection;
+    let rate_limit = match cc.qps {
+        Some(-1.0) => None,
+        Some(q) if !(q > 0.0 && q.is_finite()) => {
+            return Err(
+                c.err("clientConnection.qps", format!("must be positive, or -1 for no limit, not {q}"))
+            )
+        }
+        q => {
+            let burst = match cc.burst {
+                None => DEFAULT_BURST,
+                Some(b @ 1..=100_000) => b as u32,
+                Some(b) => {
+                    return Err(
+                        c.err("clientConnection.burst", format!("must be between 1 and 100000, not {b}"))
+                    )
+                }
+            };
+            Some((q.unwrap_or(DEFAULT_QPS), burst))
+        }
+    };
+    let binding_concurrency = match raw.binding.concurrency {
+        None => DEFAULT_BINDING_CONCURRENCY,
+        Some(n @ 1..=10_000) => n as usize,
+        Some(n) => return Err(c.err("binding.concurrency", format!("must be between 1 and 10000, not {n}"))),
+    };
+
     let scheduler = SchedulerConfig {
         scheduler_names: vec![scheduler_name.clone()],
         gates,
@@ -371,6 +434,8 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
         leader_election,
         metrics_addr,
         job_controller: raw.job_controller.enabled.unwrap_or(true),
+        rate_limit,
+        binding_concurrency,
         warnings,
     })
 }
@@ -534,6 +599,28 @@ mod tests {
         assert_eq!(le.namespace, None);
         assert_eq!((le.lease_duration_seconds, le.renew_grace_seconds), (15, 5));
         assert_eq!(s.scheduler.percentage_of_placements_to_score, None);
+        assert_eq!(s.rate_limit, Some((50.0, 100)), "kube-scheduler's clientConnection defaults");
+        assert_eq!(s.binding_concurrency, 64);
+    }
+
+    #[test]
+    fn client_connection_and_binding_are_validated() {
+        let s = parse_ok("clientConnection: {qps: 200, burst: 400}\nbinding: {concurrency: 128}");
+        assert_eq!((s.rate_limit, s.binding_concurrency), (Some((200.0, 400)), 128));
+        assert_eq!(parse_ok("clientConnection: {qps: -1}").rate_limit, None, "-1: no limit");
+        assert_eq!(
+            parse_err("clientConnection: {qps: 0}"),
+            "placer.yaml: clientConnection.qps: must be positive, or -1 for no limit, not 0"
+        );
+        assert_eq!(
+            parse_err("clientConnection: {burst: 0}"),
+            "placer.yaml: clientConnection.burst: must be between 1 and 100000, not 0"
+        );
+        assert_eq!(
+            parse_err("binding: {concurrency: 0}"),
+            "placer.yaml: binding.concurrency: must be between 1 and 10000, not 0"
+        );
+        assert!(parse_err("clientConnection: {qpss: 1}").contains("qpss"));
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! API error classification and retries with capped exponential backoff.
+//! API error classification, error messages fit for logs, and retries with capped
+//! exponential backoff and jitter.
 
 use std::future::Future;
 use std::time::Duration;
@@ -33,11 +34,92 @@ impl RetryPolicy {
         RetryPolicy { attempts: 1, initial_backoff: Duration::ZERO, max_backoff: Duration::ZERO }
     }
 
-    /// The wait before retry number `retry` (0-based).
+    /// The wait before retry number `retry` (0-based), without jitter.
     pub fn backoff(&self, retry: u32) -> Duration {
         let factor = 1u32.checked_shl(retry.min(31)).unwrap_or(u32::MAX);
         self.initial_backoff.saturating_mul(factor).min(self.max_backoff)
     }
+
+    /// [`backoff`](Self::backoff) with jitter: between half of it and all of it, so
+    /// clients that failed together do not retry together.
+    pub fn jittered(&self, retry: u32) -> Duration {
+        jitter(self.backoff(retry))
+    }
+}
+
+/// A duration between half of `d` and `d`, at random.
+pub fn jitter(d: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |t| t.as_nanos()),
+    );
+    let r = (h.finish() >> 11) as f64 / (1u64 << 53) as f64; // [0, 1)
+    d.mul_f64(0.5 + 0.5 * r)
+}
+
+/// Longest error text put in a log line or an error message.
+pub const MAX_ERROR_TEXT: usize = 300;
+
+/// An API error as a log line can carry it: whitespace collapsed, an HTML page (a proxy's
+/// or a load balancer's 404) reduced to its title, and at most [`MAX_ERROR_TEXT`]
+/// characters.
+pub fn describe(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => {
+            let message = clean_text(&s.message);
+            if s.reason.is_empty() {
+                format!("{} (HTTP {})", message, s.code)
+            } else {
+                format!("{} (HTTP {} {})", message, s.code, s.reason)
+            }
+        }
+        other => {
+            // The causes say what happened ("connection refused", "dns error", ...).
+            let mut text = other.to_string();
+            let mut source = std::error::Error::source(other);
+            while let Some(cause) = source {
+                let c = cause.to_string();
+                if !text.contains(&c) {
+                    text.push_str(": ");
+                    text.push_str(&c);
+                }
+                source = cause.source();
+            }
+            clean_text(&text)
+        }
+    }
+}
+
+/// See [`describe`].
+pub fn clean_text(text: &str) -> String {
+    let lower = text.to_ascii_lowercase();
+    if lower.contains("<html") || lower.contains("<!doctype") {
+        let title = lower
+            .find("<title>")
+            .and_then(|start| {
+                let from = start + "<title>".len();
+                lower[from..].find("</title>").map(|end| text[from..from + end].trim().to_string())
+            })
+            .filter(|t| !t.is_empty());
+        return match title {
+            Some(t) => {
+                format!("an HTML page ({} bytes) titled {:?}", text.len(), truncate_chars(&t, 80, t.len()))
+            }
+            None => format!("an HTML page ({} bytes)", text.len()),
+        };
+    }
+    let collapsed: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    truncate_chars(&collapsed, MAX_ERROR_TEXT, text.len())
+}
+
+/// `s` cut to `max` characters; a cut text says how long the original (`len` bytes) was.
+fn truncate_chars(s: &str, max: usize, len: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let cut: String = s.chars().take(max).collect();
+    format!("{cut}... ({len} bytes in all)")
 }
 
 /// Which failures a request may be repeated after.
@@ -80,9 +162,9 @@ pub(crate) fn store_error(what: &ObjectRef, e: &kube::Error) -> StoreError {
             409 => StoreError::Conflict(what.clone()),
             422 => StoreError::Invalid { what: what.clone(), message: s.message.clone() },
             403 => StoreError::Forbidden { what: what.clone(), message: s.message.clone() },
-            _ => StoreError::Other(format!("{what}: {} ({} {})", s.message, s.code, s.reason)),
+            _ => StoreError::Other(format!("{what}: {}", describe(e))),
         },
-        other => StoreError::Other(format!("{what}: {other}")),
+        other => StoreError::Other(format!("{what}: {}", describe(other))),
     }
 }
 
@@ -104,10 +186,10 @@ where
         match op().await {
             Ok(v) => return Ok(v),
             Err(e) if retry + 1 < policy.attempts && is_transient(&e, idempotency) => {
-                let wait = policy.backoff(retry);
+                let wait = policy.jittered(retry);
                 tracing::debug!(
                     verb,
-                    error = %e,
+                    error = %describe(&e),
                     retry = retry + 1,
                     wait_ms = wait.as_millis() as u64,
                     "retrying API request",
@@ -137,6 +219,34 @@ mod tests {
         let waits: Vec<u64> = (0..7).map(|i| p.backoff(i).as_millis() as u64).collect();
         assert_eq!(waits, vec![200, 400, 800, 1600, 3200, 3200, 3200]);
         assert_eq!(p.backoff(100), p.max_backoff);
+    }
+
+    #[test]
+    fn jitter_stays_between_half_and_all_of_the_backoff() {
+        let p = RetryPolicy::default();
+        for retry in 0..6 {
+            let full = p.backoff(retry);
+            let j = p.jittered(retry);
+            assert!(j >= full / 2 && j <= full, "{j:?} vs {full:?}");
+        }
+    }
+
+    #[test]
+    fn html_pages_and_long_bodies_are_not_logged_whole() {
+        let page = format!(
+            "<!DOCTYPE html><html><head><title>404 Not Found</title></head><body>{}</body></html>",
+            "x".repeat(20_000)
+        );
+        let e = kube::Error::Api(Box::new(Status::failure(&page, "NotFound").with_code(404)));
+        let text = describe(&e);
+        assert!(text.starts_with("an HTML page ("), "{text}");
+        assert!(text.contains("\"404 Not Found\""), "{text}");
+        assert!(text.len() < 200, "{text}");
+        let long = "word ".repeat(1000);
+        let text = clean_text(&long);
+        assert!(text.len() < MAX_ERROR_TEXT + 40, "{}", text.len());
+        assert!(text.ends_with("(5000 bytes in all)"), "{text}");
+        assert_eq!(clean_text("a\n  b"), "a b");
     }
 
     #[test]

@@ -20,11 +20,13 @@ use placer_controllers::scheduler::SchedulerController;
 use tokio::sync::{oneshot, watch};
 
 use crate::config::{self, ServeSettings, JOB_MANAGED_BY};
+use crate::dispatch::KubeDispatcher;
 use crate::http::{self, Health};
 use crate::leader::{self, Leadership};
-use crate::metrics::{Metrics, MetricsObserver, LEADER};
+use crate::metrics::{Metrics, LEADER};
+use crate::ratelimit::RateLimitLayer;
 use crate::runloop::{self, ControllerFactory, LoopTiming, SchedulingLoop, Slot, View};
-use crate::store::{KubeStore, StoreOptions, WATCHED_KINDS};
+use crate::store::{watched_kinds, KubeStore, StoreOptions};
 
 /// Command-line options of `placer serve`.
 #[derive(Debug, Clone, Default)]
@@ -55,17 +57,22 @@ pub fn serve(options: ServeConfig) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let client = connect(&options).await?;
-        run(client, settings, StoreOptions::default(), shutdown_signal()).await
+        let (client, server) = connect(&options, settings.rate_limit).await?;
+        let store_options = StoreOptions { server, ..StoreOptions::default() };
+        run(client, settings, store_options, shutdown_signal()).await
     })
 }
 
 /// Sets up `tracing` output on stderr: text, or JSON lines (records about a pod or a
 /// PodGroup carry a `pod_group` field). The level comes from `RUST_LOG` (default `info`).
-/// Does nothing if a subscriber is already installed.
+/// Text carries ANSI colour codes only when stderr is a terminal. Does nothing if a
+/// subscriber is already installed.
 pub fn init_logging(json: bool) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // kube's client logs every failed request at error level; Placer's own messages say
+    // the same once, with the URL and server, under a backoff.
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,kube_client::client::builder=off"));
     let result = if json {
         tracing_subscriber::fmt()
             .json()
@@ -76,7 +83,11 @@ pub fn init_logging(json: bool) {
             .with_writer(std::io::stderr)
             .try_init()
     } else {
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init()
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_writer(std::io::stderr)
+            .try_init()
     };
     let _ = result;
 }
@@ -87,8 +98,12 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// A client for the configured cluster.
-pub async fn connect(options: &ServeConfig) -> anyhow::Result<Client> {
+/// A client for the configured cluster, every request paced by `rate_limit` (qps, burst;
+/// `None`: unlimited), and the API server's URL.
+pub async fn connect(
+    options: &ServeConfig,
+    rate_limit: Option<(f64, u32)>,
+) -> anyhow::Result<(Client, String)> {
     let config = match &options.kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path)
@@ -106,7 +121,18 @@ pub async fn connect(options: &ServeConfig) -> anyhow::Result<Client> {
             "cannot find a cluster: no kubeconfig ($KUBECONFIG or ~/.kube/config) and not in a pod",
         )?,
     };
-    Client::try_from(config).context("cannot create the Kubernetes client")
+    client_for(config, rate_limit)
+}
+
+/// A client for `config` whose requests are paced by `rate_limit` (qps, burst; `None`:
+/// unlimited), and the API server's URL.
+pub fn client_for(config: kube::Config, rate_limit: Option<(f64, u32)>) -> anyhow::Result<(Client, String)> {
+    let server = config.cluster_url.to_string();
+    let client = kube::client::ClientBuilder::try_from(config)
+        .with_context(|| format!("cannot create the Kubernetes client for {server}"))?
+        .with_layer(&RateLimitLayer::new(rate_limit))
+        .build();
+    Ok((client, server))
 }
 
 /// Completes on SIGTERM or Ctrl-C.
@@ -134,15 +160,18 @@ pub async fn shutdown_signal() {
 }
 
 /// The controllers of one leadership term.
-fn controller_factory(settings: &ServeSettings, metrics: Arc<Metrics>) -> ControllerFactory {
+fn controller_factory(
+    settings: &ServeSettings,
+    metrics: Arc<Metrics>,
+    dispatcher: KubeDispatcher,
+) -> ControllerFactory {
     let scheduler = settings.scheduler.clone();
     let job_controller = settings.job_controller;
     Box::new(move || {
-        let observer = Box::new(MetricsObserver::new(metrics.clone()));
-        let mut slots = vec![Slot {
-            controller: Box::new(SchedulerController::new(scheduler.clone(), observer)),
-            view: View::Full,
-        }];
+        let observer = Box::new(metrics.observer());
+        let driver =
+            SchedulerController::with_dispatcher(scheduler.clone(), observer, Box::new(dispatcher.fresh()));
+        let mut slots = vec![Slot { controller: Box::new(driver), view: View::Full }];
         if job_controller {
             // Real kubelets run the pods; only Jobs that opted in are ours. The view hides the
             // others as well, so no Job is ever handled by two controllers.
@@ -175,7 +204,7 @@ pub async fn run(
         job_controller = settings.job_controller,
         "starting"
     );
-    let metrics = Metrics::new();
+    let metrics = Metrics::for_profile(&settings.scheduler_name);
     let leadership =
         if settings.leader_election.is_some() { Leadership::standby() } else { Leadership::always() };
     metrics.set_gauge(LEADER, &[], if leadership.is_leader() { 1.0 } else { 0.0 });
@@ -183,8 +212,10 @@ pub async fn run(
     let mut store =
         KubeStore::new(client.clone(), tokio::runtime::Handle::current(), metrics.clone(), store_options);
     store.set_write_gate(leadership.clone());
-    let watchers = store.start_watchers(WATCHED_KINDS);
-    let cache = store.status(WATCHED_KINDS);
+    let kinds = watched_kinds(settings.job_controller);
+    let watchers = store.start_watchers(&kinds);
+    let cache = store.status(&kinds);
+    let dispatcher = store.dispatcher(settings.binding_concurrency);
     let waker = store.waker();
     let loop_alive = Arc::new(AtomicBool::new(true));
 
@@ -265,7 +296,7 @@ pub async fn run(
     // The scheduling thread.
     let stop = Arc::new(AtomicBool::new(false));
     let (done_tx, mut done_rx) = oneshot::channel::<std::thread::Result<()>>();
-    let factory = controller_factory(&settings, metrics.clone());
+    let factory = controller_factory(&settings, metrics.clone(), dispatcher.clone());
     let thread_leadership = leadership.clone();
     let thread_stop = stop.clone();
     let thread_alive = loop_alive.clone();
@@ -303,6 +334,15 @@ pub async fn run(
         }
         Some(Ok(Ok(()))) => outcome = Err(anyhow::anyhow!("the scheduling loop stopped unexpectedly")),
         Some(Ok(Err(_))) | Some(Err(_)) => outcome = Err(anyhow::anyhow!("the scheduling loop panicked")),
+    }
+    // Bindings already handed off finish (a gang decided before the signal is bound whole)
+    // while this replica still holds the lease.
+    let drain_start = tokio::time::Instant::now();
+    while dispatcher.outstanding() > 0 && drain_start.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if dispatcher.outstanding() > 0 {
+        tracing::warn!(outstanding = dispatcher.outstanding(), "bindings still in flight at shutdown");
     }
     let _ = election_stop_tx.send(true);
     if let Some(task) = election {

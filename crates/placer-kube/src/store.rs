@@ -37,21 +37,19 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy};
-use kube::core::Status;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::watcher::{self, Event as WatcherEvent};
-use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 use placer_api::k8s::api::batch::v1::Job;
-use placer_api::k8s::api::core::v1::{Binding, Node, ObjectReference, Pod};
+use placer_api::k8s::api::core::v1::{Node, ObjectReference, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
-use placer_api::k8s::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use placer_api::k8s::apimachinery::pkg::apis::meta::v1::Time;
 use placer_api::k8s::jiff::Timestamp;
 use placer_cluster::{ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError, WatchEvent};
 use tokio::runtime::Handle;
@@ -59,16 +57,15 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::cache::{Shared, Source, Wake};
+use crate::dispatch::KubeDispatcher;
 use crate::kinds::{dynamic_api, from_dynamic, to_dynamic, KindType};
 use crate::leader::Leadership;
-use crate::metrics::{
-    Metrics, API_REQUESTS, BINDING_DURATION, CACHE_SYNCED, EVENTS_DROPPED, RELISTS, WATCH_EVENTS,
-};
-use crate::retry::{is_transient, status_code, store_error, with_retry, Idempotency, RetryPolicy};
-use crate::status::merge_status;
+use crate::metrics::{Metrics, CACHE_SYNCED, EVENTS_DROPPED, RELISTS, WATCH_ERRORS, WATCH_EVENTS};
+use crate::retry::{describe, jitter, store_error, with_retry, Idempotency, RetryPolicy};
+use crate::writer::Writer;
 
-/// The kinds `placer serve` watches (CronJobs are not: Placer does not run CronJobs in a
-/// real cluster).
+/// Every kind `placer serve` may watch (CronJobs are not: Placer does not run CronJobs in
+/// a real cluster); see [`watched_kinds`].
 pub const WATCHED_KINDS: &[Kind] = &[
     Kind::Node,
     Kind::Pod,
@@ -78,6 +75,20 @@ pub const WATCHED_KINDS: &[Kind] = &[
     Kind::PodDisruptionBudget,
     Kind::Job,
 ];
+
+/// The kinds the scheduler reads (its base role allows exactly their list and watch).
+pub const SCHEDULER_KINDS: &[Kind] =
+    &[Kind::Node, Kind::Pod, Kind::PodGroup, Kind::PriorityClass, Kind::PodDisruptionBudget];
+
+/// The kinds `placer serve` watches: the scheduler's, plus Jobs and Workloads when the Job
+/// integration runs.
+pub fn watched_kinds(job_controller: bool) -> Vec<Kind> {
+    let mut kinds = SCHEDULER_KINDS.to_vec();
+    if job_controller {
+        kinds.extend([Kind::Workload, Kind::Job]);
+    }
+    kinds
+}
 
 /// How many times a status update is attempted when it keeps conflicting.
 pub const STATUS_UPDATE_ATTEMPTS: u32 = 5;
@@ -95,6 +106,8 @@ pub struct StoreOptions {
     pub recent_events: usize,
     /// Events waiting to be published; more are dropped (and counted).
     pub event_queue: usize,
+    /// The API server's URL, named in messages.
+    pub server: String,
 }
 
 impl Default for StoreOptions {
@@ -104,6 +117,7 @@ impl Default for StoreOptions {
             instance: std::env::var("POD_NAME").unwrap_or_else(|_| "placer".to_string()),
             recent_events: 1000,
             event_queue: 4096,
+            server: String::new(),
         }
     }
 }
@@ -241,19 +255,22 @@ impl KubeStore {
             let shared = self.shared.clone();
             let metrics = self.metrics.clone();
             let client = self.client.clone();
+            let server: Arc<str> = self.options.server.clone().into();
             let task = match kind {
-                Kind::Node => self.handle.spawn(reflect::<Node>(client, shared, metrics)),
-                Kind::Pod => self.handle.spawn(reflect::<Pod>(client, shared, metrics)),
-                Kind::PodGroup => self.handle.spawn(reflect::<PodGroup>(client, shared, metrics)),
-                Kind::Workload => self.handle.spawn(reflect::<Workload>(client, shared, metrics)),
-                Kind::Job => self.handle.spawn(reflect::<Job>(client, shared, metrics)),
+                Kind::Node => self.handle.spawn(reflect::<Node>(client, shared, metrics, server)),
+                Kind::Pod => self.handle.spawn(reflect::<Pod>(client, shared, metrics, server)),
+                Kind::PodGroup => self.handle.spawn(reflect::<PodGroup>(client, shared, metrics, server)),
+                Kind::Workload => self.handle.spawn(reflect::<Workload>(client, shared, metrics, server)),
+                Kind::Job => self.handle.spawn(reflect::<Job>(client, shared, metrics, server)),
                 Kind::CronJob => {
                     use placer_api::k8s::api::batch::v1::CronJob;
-                    self.handle.spawn(reflect::<CronJob>(client, shared, metrics))
+                    self.handle.spawn(reflect::<CronJob>(client, shared, metrics, server))
                 }
-                Kind::PriorityClass => self.handle.spawn(reflect::<PriorityClass>(client, shared, metrics)),
+                Kind::PriorityClass => {
+                    self.handle.spawn(reflect::<PriorityClass>(client, shared, metrics, server))
+                }
                 Kind::PodDisruptionBudget => {
-                    self.handle.spawn(reflect::<PodDisruptionBudget>(client, shared, metrics))
+                    self.handle.spawn(reflect::<PodDisruptionBudget>(client, shared, metrics, server))
                 }
             };
             tasks.push(task);
@@ -296,46 +313,39 @@ impl KubeStore {
         tokio::task::block_in_place(|| self.handle.block_on(f))
     }
 
-    fn check_gate(&self, what: &ObjectRef) -> Result<(), StoreError> {
-        match &self.gate {
-            Some(g) if !g.is_leader() => {
-                Err(StoreError::Other(format!("not the leader: refusing to write {what}")))
-            }
-            _ => Ok(()),
+    /// The async writer over this store's client, cache and gate.
+    pub(crate) fn writer(&self) -> Writer {
+        Writer {
+            client: self.client.clone(),
+            shared: self.shared.clone(),
+            metrics: self.metrics.clone(),
+            retry: self.options.retry,
+            gate: self.gate.clone(),
+            server: self.options.server.clone().into(),
         }
     }
 
+    /// A dispatcher that binds and writes status off the scheduling thread, at most
+    /// `concurrency` bindings at once (see [`crate::dispatch`]).
+    pub fn dispatcher(&self, concurrency: usize) -> KubeDispatcher {
+        KubeDispatcher::new(self.writer(), self.handle.clone(), concurrency)
+    }
+
+    fn check_gate(&self, what: &ObjectRef) -> Result<(), StoreError> {
+        self.writer().check_gate(what)
+    }
+
     fn count_request(&self, verb: &'static str, kind: Kind, result: &Result<(), &kube::Error>) {
-        let code = match result {
-            Ok(()) => "2xx".to_string(),
-            Err(e) => status_code(e).map_or_else(|| "0".to_string(), |c| c.to_string()),
-        };
-        self.metrics.inc_counter(API_REQUESTS, &[("verb", verb), ("kind", kind.name()), ("code", &code)], 1);
+        self.writer().count_request(verb, kind, result)
     }
 
     /// `namespace/name` of the PodGroup an object is or belongs to (for logs).
     fn pod_group_of(&self, r: &ObjectRef) -> Option<String> {
-        match r.kind {
-            Kind::PodGroup => Some(format!("{}/{}", r.namespace, r.name)),
-            Kind::Pod => self
-                .shared
-                .lock()
-                .get(r)
-                .and_then(|o| {
-                    o.as_pod()
-                        .and_then(|p| p.spec.as_ref())
-                        .and_then(|s| s.scheduling_group.as_ref())
-                        .and_then(|g| g.pod_group_name.clone())
-                })
-                .map(|g| format!("{}/{g}", r.namespace)),
-            _ => None,
-        }
+        self.writer().pod_group_of(r)
     }
 
     fn remember(&self, obj: &Object) {
-        let mut obj = obj.clone();
-        slim(&mut obj);
-        self.shared.update(|c| c.apply(obj, Source::LocalWrite));
+        self.writer().remember(obj)
     }
 
     fn finish_write(
@@ -344,25 +354,7 @@ impl KubeStore {
         r: &ObjectRef,
         result: Result<kube::core::DynamicObject, kube::Error>,
     ) -> Result<Object, StoreError> {
-        self.count_request(verb, r.kind, &result.as_ref().map(|_| ()));
-        match result {
-            Ok(answer) => {
-                let obj = from_dynamic(r.kind, answer)?;
-                self.remember(&obj);
-                Ok(obj)
-            }
-            Err(e) => {
-                let err = store_error(r, &e);
-                tracing::debug!(
-                    verb,
-                    object = %r,
-                    pod_group = self.pod_group_of(r).as_deref(),
-                    error = %e,
-                    "write failed",
-                );
-                Err(err)
-            }
-        }
+        self.writer().finish_write(verb, r, result)
     }
 }
 
@@ -431,55 +423,9 @@ impl ClusterStore for KubeStore {
     }
 
     fn update_status(&mut self, obj: Object) -> Result<Object, StoreError> {
-        let r = obj.object_ref();
-        self.check_gate(&r)?;
-        let pod_group = self.pod_group_of(&r);
-        let api = dynamic_api(self.client.clone(), r.kind, &r.namespace);
-        let desired_json = obj.to_json();
-        let desired = desired_json.get("status").cloned();
-        let base = self.shared.lock().get(&r).and_then(|o| o.to_json().get("status").cloned());
-        let has_rv = obj.metadata().resource_version.as_deref().is_some_and(|s| !s.is_empty());
-        let first = to_dynamic(&obj)?;
-        let pp = PostParams { field_manager: Some(FIELD_MANAGER.to_string()), ..PostParams::default() };
-        let retry = self.options.retry;
-        let metrics = self.metrics.clone();
-
-        let result = self.block_on(async {
-            // Re-reads the object and re-applies the caller's change on it.
-            let refresh = || async {
-                let fresh =
-                    with_retry(retry, Idempotency::Idempotent, &metrics, "get", || api.get(&r.name)).await?;
-                let mut fresh_json = serde_json::to_value(&fresh).map_err(kube::Error::SerdeError)?;
-                let merged = merge_status(base.as_ref(), desired.as_ref(), fresh_json.get("status"));
-                if let Some(map) = fresh_json.as_object_mut() {
-                    map.insert("status".to_string(), merged);
-                }
-                serde_json::from_value::<kube::core::DynamicObject>(fresh_json)
-                    .map_err(kube::Error::SerdeError)
-            };
-            let mut body = if has_rv { first } else { refresh().await? };
-            let mut attempt = 1;
-            loop {
-                let result = with_retry(retry, Idempotency::Idempotent, &metrics, "update_status", || {
-                    api.replace_status(&r.name, &pp, &body)
-                })
-                .await;
-                match result {
-                    Err(kube::Error::Api(s)) if s.code == 409 && attempt < STATUS_UPDATE_ATTEMPTS => {
-                        tracing::debug!(
-                            object = %r,
-                            pod_group = pod_group.as_deref(),
-                            attempt,
-                            "status update conflict; retrying on a fresh copy",
-                        );
-                        attempt += 1;
-                        body = refresh().await?;
-                    }
-                    other => return other,
-                }
-            }
-        });
-        self.finish_write("update_status", &r, result)
+        let base = self.shared.lock().get(&obj.object_ref()).and_then(|o| o.to_json().get("status").cloned());
+        let writer = self.writer();
+        self.block_on(writer.update_status(obj, base))
     }
 
     fn merge_patch(&mut self, r: &ObjectRef, patch: &serde_json::Value) -> Result<Object, StoreError> {
@@ -530,74 +476,10 @@ impl ClusterStore for KubeStore {
     }
 
     fn bind(&mut self, namespace: &str, name: &str, uid: &str, node: &str) -> Result<(), StoreError> {
-        let r = ObjectRef::new(Kind::Pod, namespace, name);
-        self.check_gate(&r)?;
-        let pod_group = self.pod_group_of(&r);
-        let binding = Binding {
-            metadata: ObjectMeta {
-                name: Some(name.to_string()),
-                namespace: Some(namespace.to_string()),
-                uid: (!uid.is_empty()).then(|| uid.to_string()),
-                ..ObjectMeta::default()
-            },
-            target: ObjectReference {
-                api_version: Some("v1".to_string()),
-                kind: Some("Node".to_string()),
-                name: Some(node.to_string()),
-                ..ObjectReference::default()
-            },
-        };
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        let pp = PostParams { field_manager: Some(FIELD_MANAGER.to_string()), ..PostParams::default() };
-        let start = Instant::now();
-        // Never retried: if the answer was lost, the pod may be bound already; the watch
-        // tells, and the engine requeues the pod through `binding_failed` meanwhile.
-        let result: Result<Status, kube::Error> =
-            self.block_on(api.create_subresource::<Binding, Status>("binding", name, &pp, &binding));
-        let elapsed = start.elapsed().as_secs_f64();
-        self.count_request("bind", Kind::Pod, &result.as_ref().map(|_| ()));
-        let outcome = match &result {
-            Ok(s) if s.is_failure() => "error",
-            Ok(_) => "ok",
-            Err(kube::Error::Api(s)) if s.code == 409 => "conflict",
-            Err(kube::Error::Api(s)) if s.code == 404 => "not_found",
-            Err(_) => "error",
-        };
-        self.metrics.observe(BINDING_DURATION, &[("result", outcome)], elapsed);
-        match result {
-            Ok(s) if s.is_failure() => {
-                let e = kube::Error::Api(Box::new(s));
-                tracing::warn!(
-                    pod = %format!("{namespace}/{name}"),
-                    pod_group = pod_group.as_deref(),
-                    node,
-                    error = %e,
-                    "binding failed",
-                );
-                Err(store_error(&r, &e))
-            }
-            Ok(_) => {
-                tracing::info!(
-                    pod = %format!("{namespace}/{name}"),
-                    pod_group = pod_group.as_deref(),
-                    node,
-                    "bound",
-                );
-                Ok(())
-            }
-            Err(e) => {
-                let transient = is_transient(&e, Idempotency::Idempotent);
-                tracing::warn!(
-                    pod = %format!("{namespace}/{name}"),
-                    pod_group = pod_group.as_deref(),
-                    node,
-                    error = %e,
-                    transient,
-                    "binding failed",
-                );
-                Err(store_error(&r, &e))
-            }
-        }
+        // Called on the scheduling thread (no dispatcher): no retry, as before; a pod whose
+        // binding failed goes back to the queue.
+        let writer = self.writer();
+        self.block_on(writer.bind(namespace, name, uid, node, RetryPolicy::none()))
     }
 
     fn record_event(&mut self, event: EventRecord) {
@@ -627,14 +509,46 @@ impl ClusterStore for KubeStore {
     }
 }
 
+/// Backoff of a watch after errors: exponential from [`WATCH_BACKOFF_MIN`] to
+/// [`WATCH_BACKOFF_MAX`] with jitter, reset once the watch delivers again.
+pub const WATCH_BACKOFF_MIN: Duration = Duration::from_millis(800);
+pub const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// The wait after the `failures`-th consecutive watch error (1-based), before jitter.
+pub fn watch_backoff(failures: u32) -> Duration {
+    let factor = 1u32.checked_shl(failures.saturating_sub(1).min(16)).unwrap_or(u32::MAX);
+    WATCH_BACKOFF_MIN.saturating_mul(factor).min(WATCH_BACKOFF_MAX)
+}
+
+/// Whether the `failures`-th consecutive error of a watch is logged at warning level: the
+/// first, then at powers of two (a server down for an hour gives a dozen lines per kind,
+/// not thousands); the others go to debug.
+pub fn watch_error_is_loud(failures: u32) -> bool {
+    failures.is_power_of_two()
+}
+
 /// Feeds one kind's watch into the cache until the task is aborted.
-async fn reflect<K: KindType>(client: Client, shared: Arc<Shared>, metrics: Arc<Metrics>) {
+async fn reflect<K: KindType>(client: Client, shared: Arc<Shared>, metrics: Arc<Metrics>, server: Arc<str>) {
     let kind = K::KIND;
     let api: Api<K> = Api::all(client);
-    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let url = api.resource_url().to_string();
+    let stream = watcher::watcher(api, watcher::Config::default());
     futures::pin_mut!(stream);
     let mut synced_once = false;
+    let mut failures: u32 = 0;
     while let Some(item) = stream.next().await {
+        // `Init` starts a relist before any request: only an answer proves the server is back.
+        let answered = matches!(
+            item,
+            Ok(WatcherEvent::InitApply(_)
+                | WatcherEvent::InitDone
+                | WatcherEvent::Apply(_)
+                | WatcherEvent::Delete(_))
+        );
+        if answered && failures > 0 {
+            tracing::info!(%kind, failures, "watch of {url} on {server} recovered");
+            failures = 0;
+        }
         match item {
             Ok(WatcherEvent::Init) => shared.update(|c| c.begin_relist(kind)),
             Ok(WatcherEvent::InitApply(obj)) => shared.update(|c| c.relist_item(slimmed(obj))),
@@ -686,7 +600,27 @@ async fn reflect<K: KindType>(client: Client, shared: Arc<Shared>, metrics: Arc<
                     }
                     _ => "",
                 };
-                tracing::warn!(%kind, error = %e, "watch error{hint}; retrying with backoff");
+                failures = failures.saturating_add(1);
+                metrics.inc_counter(WATCH_ERRORS, &[("kind", kind.name())], 1);
+                let wait = jitter(watch_backoff(failures));
+                let error = match &e {
+                    watcher::Error::InitialListFailed(e)
+                    | watcher::Error::WatchStartFailed(e)
+                    | watcher::Error::WatchFailed(e) => describe(e),
+                    watcher::Error::WatchError(s) => crate::retry::clean_text(&s.message),
+                    other => crate::retry::clean_text(&other.to_string()),
+                };
+                if watch_error_is_loud(failures) {
+                    tracing::warn!(
+                        %kind,
+                        failures,
+                        retry_in_ms = wait.as_millis() as u64,
+                        "watch of {url} on {server} failed: {error}{hint}",
+                    );
+                } else {
+                    tracing::debug!(%kind, failures, "watch of {url} on {server} failed: {error}");
+                }
+                tokio::time::sleep(wait).await;
             }
         }
     }
@@ -695,7 +629,7 @@ async fn reflect<K: KindType>(client: Client, shared: Arc<Shared>, metrics: Arc<
 
 /// Drops what no controller reads and costs memory per object: `managedFields` (often
 /// larger than the rest of a pod) and the last-applied annotation of `kubectl apply`.
-fn slim(obj: &mut Object) {
+pub(crate) fn slim(obj: &mut Object) {
     let meta = obj.metadata_mut();
     meta.managed_fields = None;
     if let Some(annotations) = meta.annotations.as_mut() {
@@ -829,6 +763,14 @@ mod tests {
         let obj = slimmed(pod);
         assert!(obj.metadata().managed_fields.is_none());
         assert_eq!(obj.metadata().annotations.as_ref().unwrap().keys().collect::<Vec<_>>(), vec!["keep"]);
+    }
+
+    #[test]
+    fn watch_errors_back_off_exponentially_and_are_logged_sparsely() {
+        let waits: Vec<u64> = (1..=8).map(|n| watch_backoff(n).as_millis() as u64).collect();
+        assert_eq!(waits, vec![800, 1600, 3200, 6400, 12800, 25600, 30000, 30000]);
+        let loud: Vec<u32> = (1..=40).filter(|n| watch_error_is_loud(*n)).collect();
+        assert_eq!(loud, vec![1, 2, 4, 8, 16, 32]);
     }
 
     #[test]

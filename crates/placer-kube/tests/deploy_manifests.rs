@@ -1,20 +1,15 @@
-//! The manifests in `deploy/` agree with the code: the sample configuration is valid and
-//! the RBAC rules allow every request `placer serve` makes, and nothing more.
+//! The manifests in `deploy/` agree with the code: the sample configuration is valid, the
+//! roles are split by duty (scheduling, preemption, the optional Job integration), and
+//! `tests/serve_fake_api.rs` checks them against the requests a run actually makes.
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use placer_api::k8s::api::core::v1::ConfigMap;
-use placer_api::k8s::api::rbac::v1::PolicyRule;
-use serde::Deserialize;
 
-fn deploy(file: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy").join(file)
-}
+#[path = "support/rbac.rs"]
+mod rbac;
 
-fn read(file: &str) -> String {
-    std::fs::read_to_string(deploy(file)).unwrap_or_else(|e| panic!("deploy/{file}: {e}"))
-}
+use rbac::read;
 
 #[test]
 fn the_sample_configuration_is_valid() {
@@ -28,63 +23,75 @@ fn the_sample_configuration_is_valid() {
     assert_eq!(le.namespace.as_deref(), Some("placer-system"));
 }
 
-#[derive(Deserialize)]
-struct Doc {
-    kind: String,
-    #[serde(default)]
-    rules: Vec<PolicyRule>,
-}
-
-/// (API group, resource, verb) allowed by the documents of kind `kind`.
-fn allowed(kind: &str) -> BTreeSet<(String, String, String)> {
-    let docs: Vec<Doc> = serde_saphyr::from_multiple(&read("rbac.yaml")).expect("RBAC documents");
-    let mut out = BTreeSet::new();
-    for doc in docs.into_iter().filter(|d| d.kind == kind) {
-        for rule in doc.rules {
-            for group in rule.api_groups.unwrap_or_default() {
-                for resource in rule.resources.clone().unwrap_or_default() {
-                    for verb in &rule.verbs {
-                        out.insert((group.clone(), resource.clone(), verb.clone()));
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-fn set(entries: &[(&str, &str, &[&str])]) -> BTreeSet<(String, String, String)> {
-    entries
+#[test]
+fn the_base_role_schedules_and_the_job_integration_has_its_own_optional_role() {
+    // What the scheduler's calls need (watches of the kinds it reads; bind; pod and
+    // PodGroup status, GET on a status conflict; the PodGroup annotation patch; events
+    // and their series) and nothing else: no pod create or delete.
+    assert_eq!(
+        rbac::base(),
+        rbac::set(&[
+            ("", "nodes", &["list", "watch"]),
+            ("", "pods", &["get", "list", "watch"]),
+            ("", "pods/binding", &["create"]),
+            ("", "pods/status", &["update"]),
+            ("scheduling.k8s.io", "podgroups", &["get", "list", "watch", "patch"]),
+            ("scheduling.k8s.io", "podgroups/status", &["update"]),
+            ("scheduling.k8s.io", "priorityclasses", &["list", "watch"]),
+            ("policy", "poddisruptionbudgets", &["list", "watch"]),
+            ("events.k8s.io", "events", &["create", "patch"]),
+        ])
+    );
+    assert!(!rbac::base()
         .iter()
-        .flat_map(|(g, r, verbs)| verbs.iter().map(move |v| (g.to_string(), r.to_string(), v.to_string())))
-        .collect()
+        .any(|(g, r, v)| g.is_empty() && r == "pods" && (v == "create" || v == "delete")));
+    // Preemption deletes its victims, in a role of its own.
+    assert_eq!(rbac::preemption(), rbac::set(&[("", "pods", &["delete"])]));
+    // The Job integration: its pods, Workloads and PodGroups, its Jobs.
+    assert_eq!(
+        rbac::job_controller(),
+        rbac::set(&[
+            ("", "pods", &["create", "delete"]),
+            ("batch", "jobs", &["get", "list", "watch", "delete"]),
+            ("batch", "jobs/status", &["update"]),
+            ("batch", "jobs/finalizers", &["update"]),
+            ("scheduling.k8s.io", "workloads", &["list", "watch", "create"]),
+            ("scheduling.k8s.io", "podgroups", &["create"]),
+        ])
+    );
+    // kube-lease-manager: read, create when missing, take/renew with patches; namespaced.
+    assert_eq!(
+        rbac::rules("rbac.yaml", "Role", "placer-leader-election"),
+        rbac::set(&[("coordination.k8s.io", "leases", &["get", "create", "patch"])])
+    );
 }
 
 #[test]
-fn rbac_allows_exactly_the_requests_placer_makes() {
-    // Watchers: list + watch per kind. Scheduler: bind, pod and PodGroup status (PUT, GET
-    // on conflict), PodGroup annotation (merge patch), evictions (delete). Job
-    // controller: pods, Workloads and PodGroups created, pods deleted, Job status, finished
-    // Jobs deleted, blockOwnerDeletion on Job-owned objects (jobs/finalizers). Events:
-    // create, and patch for series.
-    let expected = set(&[
-        ("", "nodes", &["list", "watch"]),
-        ("", "pods", &["get", "list", "watch", "create", "delete"]),
-        ("", "pods/binding", &["create"]),
-        ("", "pods/status", &["update"]),
-        ("scheduling.k8s.io", "podgroups", &["get", "list", "watch", "create", "patch"]),
-        ("scheduling.k8s.io", "podgroups/status", &["update"]),
-        ("scheduling.k8s.io", "workloads", &["list", "watch", "create"]),
-        ("scheduling.k8s.io", "priorityclasses", &["list", "watch"]),
-        ("policy", "poddisruptionbudgets", &["list", "watch"]),
-        ("batch", "jobs", &["get", "list", "watch", "delete"]),
-        ("batch", "jobs/status", &["update"]),
-        ("batch", "jobs/finalizers", &["update"]),
-        ("events.k8s.io", "events", &["create", "patch"]),
-    ]);
-    assert_eq!(allowed("ClusterRole"), expected);
-    // kube-lease-manager: read, create when missing, take/renew with patches; namespaced.
-    assert_eq!(allowed("Role"), set(&[("coordination.k8s.io", "leases", &["get", "create", "patch"])]));
+fn the_job_integration_is_bound_and_enabled_only_through_its_component() {
+    let base_kustomization = rbac::read("kustomization.yaml");
+    assert!(!base_kustomization.contains("job-controller"), "the base does not bind the Job role");
+    let component = rbac::read("components/job-controller/kustomization.yaml");
+    assert!(component.contains("kind: Component") && component.contains("rbac.yaml"));
+    let overlay = rbac::read("overlays/with-jobs/kustomization.yaml");
+    assert!(overlay.contains("../../components/job-controller"));
+
+    let settings = |file: &str| {
+        let cm: ConfigMap = serde_saphyr::from_str(&rbac::read(file)).expect("a ConfigMap");
+        let text = cm.data.as_ref().and_then(|d| d.get("config.yaml")).expect("data.config.yaml").clone();
+        placer_kube::config::parse(&text, Path::new(file)).expect("a valid configuration")
+    };
+    let base = settings("config.yaml");
+    let with_jobs = settings("components/job-controller/config.yaml");
+    assert!(!base.job_controller, "the base configuration leaves Jobs to kube-controller-manager");
+    assert!(with_jobs.job_controller);
+    // Everything else is the same configuration.
+    assert_eq!(format!("{:?}", base.scheduler), format!("{:?}", with_jobs.scheduler));
+    assert_eq!(base.leader_election, with_jobs.leader_election);
+    assert_eq!(
+        (base.rate_limit, base.binding_concurrency),
+        (with_jobs.rate_limit, with_jobs.binding_concurrency)
+    );
+    assert_eq!(base.metrics_addr, with_jobs.metrics_addr);
 }
 
 #[test]

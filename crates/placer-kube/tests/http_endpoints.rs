@@ -79,10 +79,10 @@ async fn probes_and_metrics_follow_sync_leadership_and_the_loop() {
 
     let (status, content_type, text) = get(&health, "/metrics").await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
-    assert!(text.contains("# TYPE placer_pending_pods gauge\nplacer_pending_pods 1\n"), "{text}");
-    assert!(text.contains("placer_leader 1\n"), "{text}");
-    assert!(text.contains("placer_cache_synced 1\n"), "{text}");
+    assert_eq!(content_type, "application/openmetrics-text; version=1.0.0; charset=utf-8");
+    assert!(text.contains("# TYPE placer_pending_pods gauge\nplacer_pending_pods 1.0\n"), "{text}");
+    assert!(text.contains("placer_leader 1.0\n"), "{text}");
+    assert!(text.contains("placer_cache_synced 1.0\n"), "{text}");
     assert!(text.contains("placer_watch_events_total{kind=\"Pod\",type=\"added\"} 3\n"), "{text}");
 
     // The scheduling thread died: liveness fails so the kubelet restarts the pod.

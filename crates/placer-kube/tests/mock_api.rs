@@ -535,3 +535,112 @@ fn status_json_410() -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
            "message": "too old resource version: 100 (150)", "reason": "Expired", "code": 410})
 }
+
+mod dispatcher {
+    use super::*;
+    use placer_controllers::scheduler::{BindCall, BindOutcome, BindResult, Dispatcher};
+    use placer_engine::model::{GroupKey, PodKey};
+
+    fn call(name: &str, group: Option<&str>) -> BindCall {
+        BindCall {
+            pod: PodKey::new("ns", name),
+            uid: format!("uid-{name}"),
+            node: "node-a".into(),
+            group: group.map(|g| GroupKey::new("ns", g)),
+        }
+    }
+
+    /// Outcomes until `n` have arrived (10 s at most).
+    async fn outcomes(d: &mut placer_kube::KubeDispatcher, n: usize) -> Vec<BindOutcome> {
+        let mut out = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while out.len() < n {
+            assert!(tokio::time::Instant::now() < deadline, "only {out:?}");
+            out.extend(d.completed());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        out
+    }
+
+    fn pod_name(uri: &str) -> String {
+        uri.split("/pods/").nth(1).and_then(|r| r.split('/').next()).unwrap_or_default().to_string()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bindings_run_concurrently_up_to_the_bound() {
+        let (store, mut api) = store_with_mock();
+        let mut d = store.dispatcher(2);
+        for n in ["a", "b", "c"] {
+            d.bind(call(n, None));
+        }
+        let (_, u1, _, s1) = next(&mut api).await;
+        let (_, u2, _, s2) = next(&mut api).await;
+        let mut first_two = vec![pod_name(&u1), pod_name(&u2)];
+        first_two.sort();
+        assert_eq!(first_two, ["a", "b"], "two in flight, in decision order");
+        no_more_requests(&mut api).await;
+        assert_eq!(d.in_flight(), 3);
+        reply(s1, 201, status(201, "", ""));
+        let (_, u3, _, s3) = next(&mut api).await;
+        assert_eq!(pod_name(&u3), "c", "the third starts when a slot frees");
+        reply(s2, 201, status(201, "", ""));
+        reply(s3, 201, status(201, "", ""));
+        let out = outcomes(&mut d, 3).await;
+        assert!(out.iter().all(|o| o.result == BindResult::Bound), "{out:?}");
+        assert_eq!(d.in_flight(), 0);
+        assert_eq!(d.outstanding(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_transient_failure_is_retried_and_a_lost_answer_is_recognised() {
+        let (store, mut api) = store_with_mock();
+        let metrics = store.metrics().clone();
+        let mut d = store.dispatcher(1);
+        d.bind(call("x", None));
+        let (_, _, _, s) = next(&mut api).await;
+        reply(s, 503, status(503, "ServiceUnavailable", "etcd leader changed"));
+        let (method, uri, _, s) = next(&mut api).await;
+        assert_eq!((method, pod_name(&uri)), (Method::POST, "x".to_string()), "retried");
+        // The first attempt did bind (its answer was lost): the retry meets a conflict and
+        // the dispatcher checks where the pod is.
+        reply(s, 409, status(409, "Conflict", "pod x is already assigned to node \"node-a\""));
+        let (method, uri, _, s) = next(&mut api).await;
+        assert_eq!((method, uri.as_str()), (Method::GET, "/api/v1/namespaces/ns/pods/x"));
+        let mut bound = pod_json("x", "uid-x", "9");
+        bound["spec"]["nodeName"] = json!("node-a");
+        reply(s, 200, bound);
+        let out = outcomes(&mut d, 1).await;
+        assert_eq!(out[0].result, BindResult::Bound);
+        assert_eq!(metrics.counter_value("placer_api_retries_total", &[("verb", "bind")]), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_permanent_failure_is_reported_and_a_gangs_queue_can_be_cancelled() {
+        let (store, mut api) = store_with_mock();
+        let mut d = store.dispatcher(1);
+        for n in ["a", "b", "c"] {
+            d.bind(call(n, Some("gang")));
+        }
+        d.bind(call("other", Some("another")));
+        let (_, uri, _, s) = next(&mut api).await;
+        assert_eq!(pod_name(&uri), "a");
+        // The driver cancels the gang (say, another member failed): b and c never leave.
+        d.cancel_group(&GroupKey::new("ns", "gang"));
+        let cancelled = d.completed();
+        let names: Vec<String> = cancelled.iter().map(|o| o.call.pod.name.to_string()).collect();
+        assert_eq!(names, ["b", "c"]);
+        assert!(cancelled.iter().all(|o| o.result == BindResult::Cancelled));
+        reply(s, 404, status(404, "NotFound", "pods \"a\" not found"));
+        let (_, uri, _, s) = next(&mut api).await;
+        assert_eq!(pod_name(&uri), "other", "other groups go on");
+        reply(s, 201, status(201, "", ""));
+        let out = outcomes(&mut d, 2).await;
+        assert_eq!(
+            out[0].result,
+            BindResult::Failed(StoreError::NotFound(ObjectRef::new(Kind::Pod, "ns", "a")))
+        );
+        assert_eq!(out[1].result, BindResult::Bound);
+        no_more_requests(&mut api).await;
+        assert_eq!(d.outstanding(), 0);
+    }
+}

@@ -10,7 +10,8 @@
 //!   controller, the scheduler and a simulated kubelet, settled after the submissions and
 //!   after every step, on a virtual clock ([`RunOptions`], [`RunReport`]);
 //! * checks its expectations ([`expect`]) and summarizes the outcome ([`report`]);
-//! * records the scheduler's metrics ([`MetricsRecorder`]).
+//! * records the scheduler's metrics (`placer_metrics`, the implementation `placer serve`
+//!   exposes too).
 //!
 //! [`simulate_file`] does all of it for one file, the way `placer simulate` and the
 //! conformance suite use it.
@@ -19,7 +20,6 @@ pub mod expect;
 pub mod generate;
 pub mod kubelet;
 pub mod load;
-pub mod metrics;
 pub mod report;
 pub mod run;
 pub mod scenario;
@@ -30,7 +30,7 @@ use std::path::Path;
 
 pub use expect::{CheckReport, Failure};
 pub use load::{load_file, load_str, LoadError, Problem};
-pub use metrics::MetricsRecorder;
+pub use placer_metrics::{Clock as MetricsClock, Metrics};
 pub use report::{ClusterSummary, GroupRow, GroupState};
 pub use run::{run, scheduler_config, RunError, RunOptions, RunReport};
 pub use scenario::Scenario;

@@ -38,9 +38,9 @@ use placer_engine::SchedulerConfig;
 use crate::expect::{check, unexpected_errors, CheckReport, Failure};
 use crate::generate::generated_nodes;
 use crate::kubelet::SimKubelet;
-use crate::metrics::MetricsRecorder;
 use crate::report::{all_objects, cluster_summary, group_rows, ClusterSummary, GroupRow};
 use crate::scenario::{parse_duration_ms, Manifest, Scenario, StepAction, TaintStep};
+use placer_metrics::{Clock, Metrics};
 
 /// The taint the node lifecycle controller puts on a NotReady node.
 pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
@@ -64,6 +64,9 @@ pub struct RunOptions {
     /// Measure wall-clock durations in the metrics (otherwise every duration is 0 and the
     /// metrics text is deterministic).
     pub wall_clock_metrics: bool,
+    /// Record into these metrics (e.g. one exposition for several scenarios) instead of
+    /// metrics of the run's own.
+    pub metrics: Option<Metrics>,
     /// Called with a short description of each phase (`submit`, `steps[3]`, ...), e.g. to
     /// drive a progress indicator.
     pub progress: Option<ProgressFn>,
@@ -76,6 +79,7 @@ impl Default for RunOptions {
             max_settle_ms: 24 * 3_600_000,
             idle_window_ms: None,
             wall_clock_metrics: false,
+            metrics: None,
             progress: None,
         }
     }
@@ -119,7 +123,7 @@ pub struct RunReport {
     pub cluster: ClusterSummary,
     /// Every expect block checked, in order.
     pub checks: Vec<CheckReport>,
-    /// The scheduler's metrics (Prometheus text), when it recorded any.
+    /// The scheduler's metrics (OpenMetrics text) after the run.
     pub metrics: Option<String>,
     /// Events recorded by the controllers, in order.
     pub events: Vec<EventRecord>,
@@ -196,11 +200,13 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
     store.add_admission(Box::new(CronJobValidation));
     let frozen = setup_cluster(s, &mut store).map_err(setup_err)?;
 
-    let metrics =
-        if opts.wall_clock_metrics { MetricsRecorder::with_wall_clock() } else { MetricsRecorder::new() };
+    let metrics = opts.metrics.clone().unwrap_or_else(|| {
+        let profile = config.scheduler_names.first().map_or("default-scheduler", String::as_str);
+        Metrics::new(profile, if opts.wall_clock_metrics { Clock::Wall } else { Clock::Frozen })
+    });
     let controllers: Vec<Box<dyn Controller>> = vec![
         Box::new(JobController::new(gates)),
-        Box::new(SchedulerController::new(config, Box::new(metrics.clone()))),
+        Box::new(SchedulerController::new(config, Box::new(metrics.observer()))),
         Box::new(SimKubelet::new(frozen)),
         Box::new(CronJobController::new()),
     ];
@@ -241,7 +247,7 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
         cluster: cluster_summary(&objects),
         objects,
         checks: sim.checks,
-        metrics: (!metrics.is_empty()).then(|| metrics.render()),
+        metrics: Some(metrics.render()),
         events: sim.store.events(),
         controller_errors: sim.controller_errors.into_iter().collect(),
         virtual_time_ms: sim.store.now_ms(),

@@ -59,8 +59,14 @@ impl From<Status> for ExitCode {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("PLACER_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // Colour only when a person reads stderr: no ANSI codes in files, pipes or log collectors.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     // A second initialization (never happens in the binary) would only be ignored.
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 fn main() -> ExitCode {

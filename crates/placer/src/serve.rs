@@ -19,7 +19,8 @@ the Job controller and creates their Workload, PodGroup and pods.
 
 Requirements: Kubernetes v1.36 with the scheduling.k8s.io/v1alpha2 API and the
 GenericWorkload feature gate enabled on the API server, and the RBAC rules in
-deploy/rbac.yaml. Run several replicas with leader election on: only the holder of the
+deploy/rbac.yaml (plus deploy/components/job-controller for the Job integration). Run
+several replicas with leader election on: only the holder of the
 Lease schedules; the others stand by.";
 
 const AFTER_LONG_HELP: &str = "\
@@ -32,18 +33,21 @@ Configuration file (all fields optional):
   leaderElection: {enabled: true, leaseName: placer, namespace: placer-system}
   metricsAddr: 0.0.0.0:8080
   jobController: {enabled: true}
+  clientConnection: {qps: 50, burst: 100}   # API requests per second; qps -1: no limit
+  binding: {concurrency: 64}             # binding calls in flight at once
 The file is validated at start; an error names the file and the field.
 
 HTTP endpoints on metricsAddr:
-  /metrics   Prometheus text: scheduling metrics, queue depth (placer_pending_pods),
-             binding latency (placer_binding_duration_seconds), API requests and retries
+  /metrics   OpenMetrics text: kube-scheduler's scheduling metrics (scheduler_*, with
+             their upstream names and labels), binding latency, API requests and retries
   /healthz   200 while the scheduling loop runs (liveness probe)
   /readyz    200 once every watched kind is listed and, with leader election, while
              leading or standing by (readiness probe)
 
 Cluster access: --kubeconfig, else $KUBECONFIG or ~/.kube/config when present, else the
 in-cluster service account. Logs go to stderr; RUST_LOG sets the level (default info).
-SIGTERM or Ctrl-C stops scheduling after the current pass, releases the Lease and exits.
+SIGTERM or Ctrl-C stops scheduling after the current pass, lets the bindings already
+handed off finish, releases the Lease and exits.
 
 Examples:
   placer serve --config /etc/placer/config.yaml

@@ -3,8 +3,9 @@
 //! For every file: a result line (PASS / FAIL), the PodGroup table, a cluster summary and
 //! every failed expectation (`expected X, got Y`). `--output json|yaml` writes the final
 //! objects of every run to stdout as a `v1` `List` per scenario (the human-readable
-//! report then goes to stderr); `--metrics` adds the scheduler's metrics in Prometheus
-//! text format.
+//! report then goes to stderr); `--metrics FILE` writes the scheduler's metrics of all
+//! the runs (OpenMetrics text, wall-clock durations, the families `placer serve` exposes
+//! on `/metrics`) to FILE, apart from the report.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -36,9 +37,10 @@ pub struct Args {
     /// Write the final objects (all kinds) to stdout in this format.
     #[arg(long, short = 'o', value_enum, value_name = "FORMAT")]
     output: Option<Format>,
-    /// Print the scheduler's metrics (Prometheus text format, wall-clock durations).
-    #[arg(long)]
-    metrics: bool,
+    /// Write the scheduler's metrics of all runs to FILE (OpenMetrics text format,
+    /// wall-clock durations), as `placer serve` exposes them on /metrics.
+    #[arg(long, value_name = "FILE")]
+    metrics: Option<PathBuf>,
 }
 
 /// The objects of a run as a `v1` `List`.
@@ -68,6 +70,10 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     let mut human: Box<dyn Write> =
         if machine { Box::new(anstream::stderr()) } else { Box::new(anstream::stdout()) };
     let pb = progress_bar(args.files.len());
+    let metrics = args
+        .metrics
+        .as_ref()
+        .map(|_| placer_sim::Metrics::new("default-scheduler", placer_sim::MetricsClock::Wall));
     let mut status = Status::Pass;
     let mut reports = Vec::new();
     for file in &args.files {
@@ -95,7 +101,8 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             });
         let shown = spinner.clone().unwrap_or_else(|| pb.clone());
         let opts = RunOptions {
-            wall_clock_metrics: args.metrics,
+            wall_clock_metrics: metrics.is_some(),
+            metrics: metrics.clone(),
             progress: Some(Arc::new(move |phase: &str| shown.set_message(phase.to_string()))),
             ..RunOptions::default()
         };
@@ -105,16 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         }
         match result {
             Ok(report) => {
-                pb.suspend(|| -> std::io::Result<()> {
-                    write_report(&mut human, &report)?;
-                    if args.metrics {
-                        match &report.metrics {
-                            Some(text) => write!(human, "{text}")?,
-                            None => writeln!(human, "  (no metrics recorded)")?,
-                        }
-                    }
-                    Ok(())
-                })?;
+                pb.suspend(|| write_report(&mut human, &report))?;
                 if !report.passed() {
                     status = status.max(Status::Fail);
                 }
@@ -129,6 +127,10 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     }
     pb.finish_and_clear();
     human.flush()?;
+    if let (Some(path), Some(metrics)) = (&args.metrics, &metrics) {
+        std::fs::write(path, metrics.render())
+            .with_context(|| format!("cannot write the metrics to {}", path.display()))?;
+    }
     if let Some(format) = args.output {
         let mut out = std::io::stdout().lock();
         for (i, report) in reports.iter().enumerate() {

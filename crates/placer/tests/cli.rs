@@ -112,11 +112,25 @@ fn yaml_output_keeps_strings_quoted() {
 }
 
 #[test]
-fn metrics_are_printed_on_request() {
-    let out = placer(&["simulate", "--metrics", "examples/gang-rack.yaml"]);
+fn metrics_are_written_to_a_file_apart_from_the_report() {
+    let file = std::env::temp_dir().join(format!("placer-cli-metrics-{}.txt", std::process::id()));
+    let out = placer(&["simulate", "--metrics", path(&file), "examples/gang-rack.yaml"]);
     let (stdout, _) = text(&out);
     assert_eq!(out.status.code(), Some(0));
-    assert!(stdout.contains("# TYPE "), "{stdout}");
+    assert!(!stdout.contains("# TYPE "), "the report carries no metrics: {stdout}");
+    let metrics = std::fs::read_to_string(&file).expect("the metrics file");
+    let _ = std::fs::remove_file(&file);
+    for needle in [
+        "# HELP scheduler_podgroup_schedule_attempts ",
+        "scheduler_podgroup_schedule_attempts_total{result=\"scheduled\",profile=\"default-scheduler\"} 1",
+        "# TYPE scheduler_podgroup_scheduling_attempt_duration_seconds histogram",
+        "scheduler_schedule_attempts_total{result=\"scheduled\",profile=\"default-scheduler\"} 5",
+        "scheduler_placement_total{profile=\"default-scheduler\"}",
+        "scheduler_pending_pods{queue=\"active\"} 0",
+        "# EOF",
+    ] {
+        assert!(metrics.contains(needle), "{needle:?} missing from:\n{metrics}");
+    }
 }
 
 #[test]

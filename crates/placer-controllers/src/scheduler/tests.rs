@@ -92,10 +92,20 @@ fn binds_a_gang_marks_its_group_and_records_events() {
     assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("True", "Scheduled"));
     assert_eq!(cond.observed_generation, Some(1));
     assert_eq!(cond.last_transition_time, store.now());
-    let scheduled: Vec<_> = store.events().into_iter().filter(|e| e.reason == "Scheduled").collect();
+    let scheduled: Vec<_> = store
+        .events()
+        .into_iter()
+        .filter(|e| e.reason == "Scheduled" && e.regarding.kind == Kind::Pod)
+        .collect();
     assert_eq!(scheduled.len(), 3);
     assert_eq!(scheduled[0].reporter, REPORTER);
     assert_eq!(scheduled[0].note, "Successfully assigned default/p1 to n1");
+    // The PodGroup gets its own event, once.
+    let group_events: Vec<_> =
+        store.events().into_iter().filter(|e| e.regarding.kind == Kind::PodGroup).collect();
+    assert_eq!(group_events.len(), 1, "{group_events:?}");
+    assert_eq!((group_events[0].type_.as_str(), group_events[0].reason.as_str()), ("Normal", "Scheduled"));
+    assert_eq!(group_events[0].note, "Successfully scheduled pod group default/pg: 3 pods assigned");
     assert!(!c.reconcile(&mut store).unwrap(), "nothing left to do");
 }
 
@@ -119,9 +129,24 @@ fn unschedulable_gang_writes_pod_and_group_status_once() {
     let g = group_condition(&store, "pg").unwrap();
     assert_eq!((g.status.as_str(), g.reason.as_str()), ("False", "Unschedulable"));
     assert_eq!(g.message, "2/3 pods fit: 0/1 nodes are available: 1 Insufficient cpu.");
-    let failed =
-        store.events().iter().filter(|e| e.reason == "FailedScheduling" && e.type_ == "Warning").count();
+    let failed = store
+        .events()
+        .iter()
+        .filter(|e| e.reason == "FailedScheduling" && e.type_ == "Warning" && e.regarding.kind == Kind::Pod)
+        .count();
     assert_eq!(failed, 3);
+    // The PodGroup's own event carries the condition's reason and message.
+    let group_events: Vec<_> =
+        store.events().into_iter().filter(|e| e.regarding.kind == Kind::PodGroup).collect();
+    assert_eq!(group_events.len(), 1, "{group_events:?}");
+    assert_eq!(
+        (group_events[0].type_.as_str(), group_events[0].reason.as_str(), group_events[0].note.as_str()),
+        (
+            "Warning",
+            "FailedScheduling",
+            "Unschedulable: 2/3 pods fit: 0/1 nodes are available: 1 Insufficient cpu."
+        )
+    );
     assert!(!c.reconcile(&mut store).unwrap(), "status writes do not requeue the pods");
 
     // Capacity arrives: the gang schedules and the condition flips to True.
@@ -257,4 +282,208 @@ fn a_preempted_pod_is_marked_then_deleted_with_a_preempted_event() {
     let preempted: Vec<String> =
         store.events().into_iter().filter(|e| e.reason == "Preempted").map(|e| e.note).collect();
     assert_eq!(preempted, ["Preempted by pod default/high on node n1"]);
+}
+
+/// A dispatcher the test drives: bindings wait until `send` carries them out on the store.
+#[derive(Default, Clone)]
+struct FakeDispatcher {
+    state: Arc<std::sync::Mutex<FakeState>>,
+}
+
+#[derive(Default)]
+struct FakeState {
+    queued: Vec<BindCall>,
+    statuses: Vec<StatusCall>,
+    done: Vec<BindOutcome>,
+    /// Pods whose next binding fails.
+    fail: BTreeSet<String>,
+    sent: Vec<String>,
+}
+
+impl Dispatcher for FakeDispatcher {
+    fn bind(&mut self, call: BindCall) {
+        self.state.lock().unwrap().queued.push(call);
+    }
+    fn update_status(&mut self, call: StatusCall) {
+        self.state.lock().unwrap().statuses.push(call);
+    }
+    fn cancel_group(&mut self, group: &GroupKey) {
+        let mut s = self.state.lock().unwrap();
+        let (cancelled, kept): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut s.queued).into_iter().partition(|c| c.group.as_ref() == Some(group));
+        s.queued = kept;
+        s.done.extend(cancelled.into_iter().map(|call| BindOutcome { call, result: BindResult::Cancelled }));
+    }
+    fn completed(&mut self) -> Vec<BindOutcome> {
+        std::mem::take(&mut self.state.lock().unwrap().done)
+    }
+    fn in_flight(&self) -> usize {
+        let s = self.state.lock().unwrap();
+        s.queued.len() + s.done.len()
+    }
+}
+
+impl FakeDispatcher {
+    /// Carries out the first `n` queued bindings on `store`.
+    fn send(&self, store: &mut dyn ClusterStore, n: usize) {
+        let mut s = self.state.lock().unwrap();
+        let n = n.min(s.queued.len());
+        let calls: Vec<BindCall> = s.queued.drain(..n).collect();
+        for call in calls {
+            s.sent.push(call.pod.name.to_string());
+            let result = if s.fail.remove(&*call.pod.name) {
+                BindResult::Failed(StoreError::Other("injected failure".into()))
+            } else {
+                match store.bind(&call.pod.namespace, &call.pod.name, &call.uid, &call.node) {
+                    Ok(()) => BindResult::Bound,
+                    Err(e) => BindResult::Failed(e),
+                }
+            };
+            s.done.push(BindOutcome { call, result });
+        }
+    }
+
+    /// Writes the dispatched status updates.
+    fn write_statuses(&self, store: &mut dyn ClusterStore) -> usize {
+        let calls = std::mem::take(&mut self.state.lock().unwrap().statuses);
+        let n = calls.len();
+        for c in calls {
+            store.update_status(c.object).unwrap();
+        }
+        n
+    }
+
+    fn queued(&self) -> usize {
+        self.state.lock().unwrap().queued.len()
+    }
+}
+
+fn async_controller(d: &FakeDispatcher, observer: Box<dyn Observer + Send>) -> SchedulerController {
+    let config =
+        SchedulerConfig { pod_initial_backoff_ms: 0, pod_max_backoff_ms: 0, ..SchedulerConfig::default() };
+    SchedulerController::with_dispatcher(config, observer, Box::new(d.clone()))
+}
+
+#[test]
+fn with_a_dispatcher_bindings_leave_the_pass_and_are_reported_when_done() {
+    let mut store = EmbeddedCluster::new();
+    node(&mut store, "n1", "4");
+    gang(&mut store, "pg", 3);
+    for i in 1..=3 {
+        pod(&mut store, &format!("p{i}"), "1", Some("pg"));
+    }
+    let metrics = placer_metrics::Metrics::new("placer", placer_metrics::Clock::Frozen);
+    let d = FakeDispatcher::default();
+    let mut c = async_controller(&d, Box::new(metrics.observer()));
+    assert!(!c.reconcile(&mut store).unwrap(), "nothing written on the scheduling thread");
+    assert_eq!(d.queued(), 3);
+    assert_eq!(c.bindings_in_flight(), 3);
+    assert!(node_of(&store, "p1").is_none());
+    assert!(c.engine().is_assumed(&PodKey::new("default", "p1")), "assumed at once");
+    assert!(!store.events().iter().any(|e| e.reason == "Scheduled" && e.regarding.kind == Kind::Pod));
+    assert_eq!(d.write_statuses(&mut store), 1, "one status write: the PodGroup's condition");
+    assert_eq!(group_condition(&store, "pg").unwrap().status, "True");
+
+    d.send(&mut store, 3);
+    c.reconcile(&mut store).unwrap();
+    assert_eq!(c.bindings_in_flight(), 0);
+    let scheduled: Vec<_> = store
+        .events()
+        .into_iter()
+        .filter(|e| e.reason == "Scheduled" && e.regarding.kind == Kind::Pod)
+        .map(|e| e.note)
+        .collect();
+    assert_eq!(scheduled.len(), 3);
+    assert!(scheduled.contains(&"Successfully assigned default/p2 to n1".to_string()));
+    for i in 1..=3 {
+        assert_eq!(node_of(&store, &format!("p{i}")).as_deref(), Some("n1"));
+    }
+    assert!(!c.reconcile(&mut store).unwrap());
+    assert_eq!(
+        metrics
+            .sample("scheduler_schedule_attempts_total{result=\"scheduled\",profile=\"default-scheduler\"}"),
+        Some(3.0),
+        "{}",
+        metrics.render()
+    );
+    assert_eq!(
+        metrics.sample("scheduler_pod_scheduling_sli_duration_seconds_count{attempts=\"1\"}"),
+        Some(3.0)
+    );
+    assert_eq!(metrics.sample("scheduler_pod_scheduling_attempts_count"), Some(3.0));
+    assert_eq!(
+        metrics.sample("scheduler_podgroup_schedule_attempts_total{result=\"scheduled\",profile=\"placer\"}"),
+        Some(1.0)
+    );
+    assert_eq!(metrics.sample("scheduler_pending_pods{queue=\"active\"}"), Some(0.0));
+    assert_eq!(metrics.sample("scheduler_goroutines{operation=\"binding\"}"), Some(0.0));
+}
+
+#[test]
+fn a_gang_member_that_fails_to_bind_releases_the_gangs_pending_bindings_and_the_group_is_decided_again() {
+    let mut store = EmbeddedCluster::new();
+    node(&mut store, "n1", "8");
+    gang(&mut store, "pg", 4);
+    for i in 1..=4 {
+        pod(&mut store, &format!("p{i}"), "1", Some("pg"));
+    }
+    let d = FakeDispatcher::default();
+    d.state.lock().unwrap().fail.insert("p2".into());
+    let mut c = async_controller(&d, Box::new(placer_engine::NoopObserver));
+    c.reconcile(&mut store).unwrap();
+    assert_eq!(d.queued(), 4);
+    // p1 binds, p2 fails for good; p3 and p4 have not been sent yet.
+    d.send(&mut store, 2);
+    c.reconcile(&mut store).unwrap();
+    // p3 and p4 were never sent: released with p2, and the three are decided again
+    // together (p1, bound, counts towards minCount).
+    let requeued: BTreeSet<String> =
+        d.state.lock().unwrap().queued.iter().map(|c| c.pod.name.to_string()).collect();
+    assert_eq!(requeued, ["p2", "p3", "p4"].into_iter().map(String::from).collect());
+    assert_eq!(d.state.lock().unwrap().sent, ["p1", "p2"]);
+    assert!(store.events().iter().any(|e| e.regarding.kind == Kind::PodGroup
+        && e.reason == "FailedScheduling"
+        && e.note.contains("Binding rejected for member default/p2")));
+    assert!(store.events().iter().any(|e| e.regarding == ObjectRef::new(Kind::Pod, "default", "p2")
+        && e.reason == "FailedScheduling"
+        && e.note.contains("injected failure")));
+    // The cancelled members come back and the group is decided again, p1 counting as bound.
+    for _ in 0..5 {
+        c.reconcile(&mut store).unwrap();
+        d.send(&mut store, usize::MAX);
+    }
+    c.reconcile(&mut store).unwrap();
+    for i in 1..=4 {
+        assert_eq!(node_of(&store, &format!("p{i}")).as_deref(), Some("n1"), "p{i}");
+    }
+    let sent = d.state.lock().unwrap().sent.clone();
+    assert_eq!(
+        sent.iter().filter(|n| *n == "p1").count(),
+        1,
+        "a bound member is never bound again: {sent:?}"
+    );
+    assert_eq!(c.bindings_in_flight(), 0);
+}
+
+#[test]
+fn status_changes_of_one_pass_become_one_write_per_object() {
+    let mut store = EmbeddedCluster::new();
+    node(&mut store, "n1", "2");
+    gang(&mut store, "pg", 3);
+    for i in 1..=3 {
+        pod(&mut store, &format!("p{i}"), "1", Some("pg"));
+    }
+    let d = FakeDispatcher::default();
+    let mut c = async_controller(&d, Box::new(placer_engine::NoopObserver));
+    c.reconcile(&mut store).unwrap();
+    let calls = d.state.lock().unwrap().statuses.clone();
+    let mut refs: Vec<ObjectRef> = calls.iter().map(|c| c.object.object_ref()).collect();
+    let n = refs.len();
+    refs.dedup();
+    assert_eq!(refs.len(), n, "one write per object");
+    assert_eq!(n, 4, "three pods and the PodGroup: {refs:?}");
+    assert!(calls.iter().all(|c| c.base.is_some() || c.object.kind() == Kind::PodGroup));
+    assert_eq!(d.write_statuses(&mut store), 4);
+    let g = group_condition(&store, "pg").unwrap();
+    assert_eq!((g.status.as_str(), g.reason.as_str()), ("False", "Unschedulable"));
 }

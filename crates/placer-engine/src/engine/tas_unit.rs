@@ -158,6 +158,8 @@ impl Engine {
             return;
         }
         let timer = obs.start_timer();
+        let algorithm_timer = obs.start_timer();
+        let mut results_seen: Vec<&'static str> = Vec::new();
         let (unit, _) = self.tas.unit_of(&group_key);
 
         // Gather the queued members of every PodGroup of the unit.
@@ -185,6 +187,8 @@ impl Engine {
             let refs: Vec<&GroupCycle> = cycles.iter().collect();
             hierarchical_assignment(&ctx, &mut self.snapshot, &mut self.tas.cache, &refs)
         };
+        let secs = obs.elapsed_seconds(algorithm_timer);
+        obs.observe(METRIC_PODGROUP_ALGORITHM_DURATION, &[], secs);
 
         for ((key, cycle), result) in keys.iter().zip(&cycles).zip(results) {
             let Some(result) = result else { continue };
@@ -246,6 +250,7 @@ impl Engine {
             let (status, reason, message) = condition;
             self.set_condition(key, status, reason, message, out);
             obs.count(METRIC_PODGROUP_ATTEMPTS, &[("result", label)], 1);
+            results_seen.push(label);
         }
 
         // Members without a verdict (should not happen) go back as unschedulable.
@@ -255,6 +260,9 @@ impl Engine {
             self.fail(q, REASON_UNSCHEDULABLE, MSG_GROUP_UNSCHEDULABLE.to_string(), true, now_ms, out);
         }
         let secs = obs.elapsed_seconds(timer);
+        for label in results_seen {
+            obs.observe(METRIC_PODGROUP_ATTEMPT_DURATION, &[("result", label)], secs);
+        }
         obs.observe(METRIC_PODGROUP_DURATION, &[], secs);
     }
 }

@@ -155,3 +155,12 @@ fn endless_input_stops_at_the_size_cap_with_a_sentence() {
     );
     assert!(stdout.is_empty(), "{stdout}");
 }
+
+#[test]
+fn simulate_help_points_to_the_in_repository_format() {
+    let out = placer(&["simulate", "--help"]);
+    let (stdout, _) = text(&out);
+    assert!(out.status.success());
+    assert!(stdout.contains("docs/scenario-format.md"), "{stdout}");
+    assert!(workspace().join("docs/scenario-format.md").is_file());
+}

@@ -186,6 +186,13 @@ impl Resources {
     }
 }
 
+/// `part * scale / whole` in 128 bits, clamped back to `i64` (amounts reach `i64::MAX`, and
+/// `amount * 100` must not wrap while scoring); `whole` must not be 0.
+pub fn scaled(part: i64, scale: i64, whole: i64) -> i64 {
+    let v = i128::from(part) * i128::from(scale) / i128::from(whole);
+    i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

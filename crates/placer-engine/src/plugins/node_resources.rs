@@ -13,13 +13,13 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use crate::framework::{scaled, Resources, CPU, EPHEMERAL_STORAGE, MEMORY};
 use crate::framework::{
     CycleState, FilterPlugin, FilterResult, PreResult, Rejection, ScorePlugin, MAX_NODE_SCORE,
 };
 use crate::framework::{Dependence, SchedulerConfig, ScoringStrategy};
 use crate::framework::{NodeId, PodInfo};
 use crate::framework::{NodeState, Snapshot, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST};
-use crate::framework::{Resources, CPU, EPHEMERAL_STORAGE, MEMORY};
 
 /// Plugin name of `NodeResourcesFit`.
 pub const FIT_NAME: &str = "NodeResourcesFit";
@@ -175,12 +175,6 @@ enum Scorer {
     MostAllocated,
     /// Shape points (utilization 0..=100, score 0..=100 after scaling), sorted by utilization.
     RequestedToCapacityRatio(Vec<(i64, i64)>),
-}
-
-/// `part * scale / whole` without overflow (amounts reach `i64::MAX`); `whole` > 0.
-fn scaled(part: i64, scale: i64, whole: i64) -> i64 {
-    let v = i128::from(part) * i128::from(scale) / i128::from(whole);
-    i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
 }
 
 fn least_requested_score(requested: i64, capacity: i64) -> i64 {

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use placer_cluster::Object;
-use placer_engine::model::pod_requests;
+use placer_engine::pod_requests;
 use placer_sim::{load_str, run, RunOptions};
 use proptest::prelude::*;
 

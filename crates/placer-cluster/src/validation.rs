@@ -89,14 +89,22 @@ pub fn render(errors: &[FieldError]) -> String {
     }
 }
 
-/// `value` quoted, cut to [`MAX_ECHO_CHARS`] characters (a cut value says how long it was).
+/// `value` quoted, cut to [`MAX_ECHO_CHARS`] characters as printed, escapes included (a cut
+/// value says how long it was): control characters print as `\u{17}`, six for one.
 pub fn echo(value: &str) -> String {
-    let count = value.chars().count();
-    if count <= MAX_ECHO_CHARS {
+    let mut printed = 0;
+    let mut end = value.len();
+    for (i, c) in value.char_indices() {
+        printed += c.escape_debug().count();
+        if printed > MAX_ECHO_CHARS {
+            end = i;
+            break;
+        }
+    }
+    if end == value.len() {
         return format!("{value:?}");
     }
-    let cut: String = value.chars().take(MAX_ECHO_CHARS).collect();
-    format!("{cut:?}... ({count} characters)")
+    format!("{:?}... ({} characters)", &value[..end], value.chars().count())
 }
 
 /// A JSON value in compact form, cut like [`echo`].
@@ -1349,6 +1357,18 @@ mod tests {
         assert!(got[0].len() < 400, "{}", got[0].len());
         assert!(got[0].contains("(10000 characters)"), "{}", got[0]);
         assert!(got[0].starts_with("metadata.labels[a]: Invalid value: \"xxx"), "{}", got[0]);
+    }
+
+    #[test]
+    fn escapes_count_towards_the_echo_limit() {
+        // Found by the quantity fuzz target: 200 control characters print as 1,200.
+        let text = format!("{}.-1G", "\u{17}".repeat(300));
+        let shown = echo(&text);
+        assert!(shown.chars().count() <= MAX_ECHO_CHARS + 40, "{shown}");
+        assert!(shown.ends_with("(304 characters)"), "{shown}");
+        assert_eq!(echo("a\u{17}"), "\"a\\u{17}\"");
+        let exact = "y".repeat(MAX_ECHO_CHARS);
+        assert_eq!(echo(&exact), format!("{exact:?}"));
     }
 
     #[test]

@@ -119,6 +119,12 @@ pub(crate) fn validate(s: &Scenario, problems: &mut Vec<Problem>) {
             }
             StepAction::DeletePod { namespace, name } => history.delete_pod(namespace, name),
             StepAction::DeleteNode(name) => history.delete_node(name),
+            // A node that stops being Ready gets the lifecycle controller's NoExecute taint:
+            // its pods are evicted once their tolerations run out, and a group with a pod on
+            // it may be evicted whole (failed-node replacement). A patched node may gain a
+            // NoExecute taint or lose its Ready condition the same way.
+            StepAction::MarkNotReady(_) | StepAction::MarkUnreachable(_) => history.evictions_possible(),
+            StepAction::Patch { target, .. } if target.kind == Kind::Node => history.evictions_possible(),
             StepAction::Taint(t) => {
                 let mut p = |field: &str, message: String| {
                     problems.push(Problem {
@@ -675,6 +681,17 @@ mod tests {
             "name: t\ncluster:\n  nodes: [{{metadata: {{name: n1}}}}]\nsubmit:\n  - {POD}\nsteps:\n  - taint: {{node: n1, key: k, effect: NoExecute}}\n  - submit: [{POD}]\n"
         ));
         assert!(got.is_empty(), "{got:?}");
+        // A node that stops being Ready, or is patched, may have its pods evicted too.
+        for step in [
+            "markNotReady: n1",
+            "markUnreachable: n1",
+            "patch: {apiVersion: v1, kind: Node, metadata: {name: n1}, spec: {unschedulable: true}}",
+        ] {
+            let got = problems(&format!(
+                "name: t\ncluster:\n  nodes: [{{metadata: {{name: n1}}}}]\nsubmit:\n  - {POD}\nsteps:\n  - {step}\n  - submit: [{POD}]\n"
+            ));
+            assert!(got.is_empty(), "{step}: {got:?}");
+        }
     }
 
     #[test]

@@ -167,8 +167,9 @@ impl ApiError {
             StoreError::AlreadyExists(o) => ApiError::already_exists(res(&o), &o.name),
             StoreError::Conflict(o) => ApiError::modified(res(&o), &o.name),
             StoreError::Invalid { what, message } => {
-                let (field, message) = split_field(&message);
-                ApiError::invalid(res(&what), &what.name, &[(field, message)])
+                let causes: Vec<(String, String)> =
+                    split_causes(&message).into_iter().map(split_field).collect();
+                ApiError::invalid(res(&what), &what.name, &causes)
             }
             StoreError::Forbidden { what, message } => ApiError::forbidden(res(&what), &what.name, &message),
             StoreError::Other(m) => ApiError::internal(m),
@@ -176,13 +177,60 @@ impl ApiError {
     }
 }
 
+/// The store's rendering of several field errors, `[a: m1, b: m2]`, back into its items:
+/// a new item starts after a `, ` outside quotes, with a field path and `: `. One error,
+/// or a text that does not read that way, stays whole.
+fn split_causes(message: &str) -> Vec<&str> {
+    let Some(inner) = message.strip_prefix('[').and_then(|m| m.strip_suffix(']')) else {
+        return vec![message];
+    };
+    let mut items = Vec::new();
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    for (i, c) in inner.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            ',' if !quoted && inner[i..].starts_with(", ") && field_len(&inner[i + 2..]).is_some() => {
+                items.push(&inner[start..i]);
+                start = i + 2;
+            }
+            _ => {}
+        }
+    }
+    items.push(&inner[start..]);
+    if items.len() > 1 && items.iter().all(|item| field_len(item).is_some()) {
+        items
+    } else {
+        vec![message]
+    }
+}
+
+/// Length of the field path `text` starts with, followed by `: `: a letter, then letters,
+/// digits, `.`, `_`, `-`, `/`, and `[...]` map keys or indexes (which may hold spaces).
+fn field_len(text: &str) -> Option<usize> {
+    if !text.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return None;
+    }
+    let mut in_key = false;
+    for (i, c) in text.char_indices() {
+        match c {
+            ']' if in_key => in_key = false,
+            _ if in_key => {}
+            '[' => in_key = true,
+            ':' => return text[i..].starts_with(": ").then_some(i),
+            c if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/') => {}
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// `spec.x: Invalid value: ...` → (`spec.x`, `Invalid value: ...`); no field → ("", message).
 fn split_field(message: &str) -> (String, String) {
-    match message.split_once(": ") {
-        Some((field, rest)) if !field.contains(' ') && !field.is_empty() => {
-            (field.to_string(), rest.to_string())
-        }
-        _ => (String::new(), message.to_string()),
+    match field_len(message) {
+        Some(n) => (message[..n].to_string(), message[n + 2..].to_string()),
+        None => (String::new(), message.to_string()),
     }
 }
 
@@ -218,5 +266,18 @@ mod tests {
         });
         assert_eq!(e.message, "Pod \"p\" is invalid: spec.containers: Required value");
         assert_eq!(e.status()["details"]["causes"][0]["field"], "spec.containers");
+        // Several field errors: one cause each, a comma inside a value stays in its message.
+        let e = ApiError::from_store(StoreError::Invalid {
+            what: ObjectRef::new(Kind::Pod, "ns", "p"),
+            message: "[metadata.labels[a b]: Invalid value: \"a b\": x, spec.containers[0].image: Invalid value: \"i, j: k\": y]"
+                .into(),
+        });
+        let causes = &e.status()["details"]["causes"];
+        assert_eq!(causes.as_array().map(Vec::len), Some(2), "{causes}");
+        assert_eq!(causes[0]["field"], "metadata.labels[a b]");
+        assert_eq!(causes[0]["message"], "Invalid value: \"a b\": x");
+        assert_eq!(causes[1]["field"], "spec.containers[0].image");
+        assert_eq!(causes[1]["message"], "Invalid value: \"i, j: k\": y");
+        assert!(e.message.starts_with("Pod \"p\" is invalid: metadata.labels[a b]: "), "{}", e.message);
     }
 }

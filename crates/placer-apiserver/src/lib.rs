@@ -51,7 +51,6 @@ use placer_api::gates::FeatureGates;
 use placer_api::k8s::api::core::v1::Namespace;
 use placer_cluster::embedded::EmbeddedCluster;
 use placer_cluster::{ClusterStore, Kind, Object, ObjectRef};
-use placer_controllers::job::JobValidation;
 use placer_engine::SchedulerConfig;
 
 pub use control::ControlOptions;
@@ -175,11 +174,20 @@ fn register_nodes(store: &mut EmbeddedCluster) {
     }
 }
 
-/// The store to serve: restored from the state file when it exists, else `setup()`.
+/// The API server's validation and the simulator's admission plugins
+/// (DefaultTolerationSeconds, JobValidation, CronJobValidation): a client of `placer
+/// cluster` is refused what `placer simulate` refuses, with the API server's 422 / 403.
+fn admit_as_the_simulator(store: &mut EmbeddedCluster, gates: &FeatureGates) {
+    store.enable_validation();
+    placer_sim::add_admission_plugins(store, gates);
+}
+
+/// The store to serve: restored from the state file when it exists, else `setup` fills
+/// an empty store that already validates and admits as the simulator's does.
 /// Returns it with the frozen pods and the open journal.
 fn initial_state(
     options: &ClusterOptions,
-    setup: impl FnOnce() -> Result<Setup, String>,
+    setup: impl FnOnce(EmbeddedCluster) -> Result<Setup, String>,
 ) -> Result<(EmbeddedCluster, HashSet<String>, Option<persist::Journal>), StartError> {
     let restored = match &options.state_file {
         Some(path) if path.exists() => {
@@ -190,15 +198,19 @@ fn initial_state(
         _ => None,
     };
     let (mut store, frozen) = match restored {
-        Some(store) => (store, HashSet::new()),
+        Some(mut store) => {
+            admit_as_the_simulator(&mut store, &options.gates);
+            (store, HashSet::new())
+        }
         None => {
-            let s = setup().map_err(StartError::Setup)?;
+            let mut store = EmbeddedCluster::new();
+            admit_as_the_simulator(&mut store, &options.gates);
+            let s = setup(store).map_err(StartError::Setup)?;
             (s.store, s.frozen)
         }
     };
     ensure_namespaces(&mut store).map_err(StartError::Setup)?;
     register_nodes(&mut store);
-    store.add_admission(Box::new(JobValidation::new(options.gates.clone())));
     let journal = match &options.state_file {
         Some(path) => Some(persist::Journal::create(path, &store)?),
         None => None,
@@ -218,7 +230,7 @@ pub struct Running {
 /// address. Needs a multi-threaded tokio runtime.
 pub async fn run(
     options: ClusterOptions,
-    setup: impl FnOnce() -> Result<Setup, String>,
+    setup: impl FnOnce(EmbeddedCluster) -> Result<Setup, String>,
     ready: impl FnOnce(&Running),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), StartError> {
@@ -298,7 +310,7 @@ pub async fn run(
 /// [`run`] on a multi-threaded runtime of its own (call it from a plain `main`).
 pub fn run_blocking(
     options: ClusterOptions,
-    setup: impl FnOnce() -> Result<Setup, String>,
+    setup: impl FnOnce(EmbeddedCluster) -> Result<Setup, String>,
     ready: impl FnOnce(&Running),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), StartError> {
@@ -319,4 +331,32 @@ fn write_kubeconfig(path: &Path, addr: SocketAddr) -> Result<(), StartError> {
     tmp.push(".tmp");
     std::fs::write(&tmp, kubeconfig(addr)).map_err(err)?;
     std::fs::rename(&tmp, path).map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use placer_api::k8s::api::core::v1::Pod;
+
+    #[test]
+    fn the_served_store_validates_and_admits_as_the_simulators() {
+        let (mut store, _, _) =
+            initial_state(&ClusterOptions::default(), |store| Ok(Setup { store, frozen: HashSet::new() }))
+                .unwrap();
+        assert!(store.validates());
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "-1"}}}]}
+        }))
+        .unwrap();
+        let err = store.create(Object::Pod(pod.clone())).unwrap_err();
+        assert!(err.to_string().contains("spec.containers[0].resources.requests[cpu]"), "{err}");
+        // DefaultTolerationSeconds runs on create, as in the simulator.
+        let mut ok = pod;
+        ok.spec.as_mut().unwrap().containers[0].resources = None;
+        let created = store.create(Object::Pod(ok)).unwrap();
+        let Object::Pod(created) = created else { panic!("not a pod") };
+        let tolerations = created.spec.unwrap().tolerations.unwrap_or_default();
+        assert!(tolerations.iter().any(|t| t.key.as_deref() == Some("node.kubernetes.io/not-ready")));
+    }
 }

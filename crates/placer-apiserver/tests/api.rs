@@ -20,7 +20,15 @@ struct Api {
 
 impl Api {
     fn new() -> Api {
-        let mut store = EmbeddedCluster::new();
+        Api::with_store(EmbeddedCluster::new())
+    }
+
+    /// Over a store that validates writes, as `placer cluster`'s does.
+    fn validating() -> Api {
+        Api::with_store(EmbeddedCluster::validating())
+    }
+
+    fn with_store(mut store: EmbeddedCluster) -> Api {
         for ns in ["default", "demo"] {
             let mut n = placer_api::k8s::api::core::v1::Namespace::default();
             n.metadata.name = Some(ns.into());
@@ -535,4 +543,32 @@ async fn tables_discovery_version_and_events_in_both_groups() {
         .await;
     assert_eq!((s, &patched["series"]["count"]), (StatusCode::OK, &json!(2)));
     assert_eq!(api.get("/healthz").await.0, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_object_is_refused_with_422_and_a_status_naming_the_field() {
+    let api = Api::validating();
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "bad", "labels": {"bad key": "x"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox",
+                  "resources": {"requests": {"cpu": "-1"}}}]}
+    });
+    let (status, body) = api.post("/api/v1/namespaces/default/pods", pod).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(
+        (body["kind"].as_str(), body["reason"].as_str(), body["code"].as_u64()),
+        (Some("Status"), Some("Invalid"), Some(422))
+    );
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("Pod \"bad\" is invalid: "), "{message}");
+    let fields: Vec<&str> = body["details"]["causes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["field"].as_str())
+        .collect();
+    assert!(fields.contains(&"metadata.labels[bad key]"), "{body}");
+    assert!(fields.contains(&"spec.containers[0].resources.requests[cpu]"), "{body}");
+    assert_eq!(api.get("/api/v1/namespaces/default/pods/bad").await.0, StatusCode::NOT_FOUND);
 }

@@ -167,8 +167,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         state_file: args.state.clone(),
         kubeconfig: args.kubeconfig.clone(),
     };
-    let setup = move || -> Result<Setup, String> {
-        let mut store = EmbeddedCluster::new();
+    let setup = move |mut store: EmbeddedCluster| -> Result<Setup, String> {
         // Objects of the scenario are created now, not at the virtual clock's epoch.
         store.set_now_ms(placer_apiserver::state::wall_store_ms());
         let frozen = match &scenario {

@@ -29,4 +29,10 @@ pub trait Controller {
     /// The earliest store time (ms) at which the controller has timed work (backoff,
     /// a pod's run time), if any.
     fn next_wakeup_ms(&self) -> Option<u64>;
+    /// The earliest retry (backoff) among [`Controller::next_wakeup_ms`]: what a settling
+    /// loop may skip ahead to, unlike timers that model the passing of time (a node's
+    /// failure delay).
+    fn next_retry_ms(&self) -> Option<u64> {
+        self.next_wakeup_ms()
+    }
 }

@@ -572,6 +572,7 @@ impl Controller for SchedulerController {
         let mut wrote = self.process_completions(store);
         self.sync(store);
         let now = store.now_ms();
+        self.engine.set_wall_clock(now, store.now().0.as_millisecond());
         let timer = self.observer.start_timer();
         let decisions = self.engine.schedule(now, &mut *self.observer);
         self.decided_in = self.observer.elapsed_seconds(timer);
@@ -611,6 +612,9 @@ impl Controller for SchedulerController {
 
     fn next_wakeup_ms(&self) -> Option<u64> {
         self.engine.next_wakeup_ms()
+    }
+    fn next_retry_ms(&self) -> Option<u64> {
+        self.engine.next_backoff_ms()
     }
 }
 

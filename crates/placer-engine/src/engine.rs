@@ -139,6 +139,14 @@ pub struct Engine {
     tas: tas_unit::TasState,
     /// Nominations and evictions in flight ([`crate::preemption`]).
     preempt: preempt::PreemptionState,
+    /// Wall clock minus the scheduling clock (`now_ms`), in milliseconds, once the owner
+    /// gave a wall clock ([`Engine::set_wall_clock`]).
+    wall_offset_ms: Option<i64>,
+    /// Not-ready nodes and when they count as failed (Unix ms: the `Ready` condition's
+    /// transition plus Kueue's `NodeFailureDelay`), so waiting groups are retried then.
+    node_failure_deadlines: BTreeMap<String, i64>,
+    /// The wall-clock time up to which passed deadlines have retried waiting groups.
+    failure_checked_unix_ms: i64,
     /// Unit tests only: the last object applied for every pod (the engine itself keeps
     /// only [`PodInfo`]), so tests can write updates as a store would.
     #[cfg(test)]
@@ -184,6 +192,9 @@ impl Engine {
             strategy: Strategy::new(&config),
             tas: tas_unit::TasState::default(),
             preempt: preempt::PreemptionState::default(),
+            wall_offset_ms: None,
+            node_failure_deadlines: BTreeMap::new(),
+            failure_checked_unix_ms: i64::MIN,
             config,
             #[cfg(test)]
             pod_objects: FxHashMap::default(),
@@ -265,7 +276,10 @@ impl Engine {
         }
         match event {
             ClusterEvent::NodeUpserted(node) => self.apply_node(node, now_ms),
-            ClusterEvent::NodeDeleted(name) => self.snapshot.remove_node(&name),
+            ClusterEvent::NodeDeleted(name) => {
+                self.node_failure_deadlines.remove(&name);
+                self.snapshot.remove_node(&name);
+            }
             ClusterEvent::PodUpserted(pod) => self.apply_pod(pod, now_ms),
             ClusterEvent::PodDeleted(key) => self.delete_pod(&key, now_ms),
             ClusterEvent::PodGroupUpserted(pg) => self.apply_pod_group(pg, now_ms),
@@ -313,6 +327,15 @@ impl Engine {
             None => true,
             Some(id) => node_changed(&self.snapshot.node(id).info, &info),
         };
+        match info.not_ready_since_unix_ms {
+            Some(since) => {
+                let deadline = since.saturating_add(crate::tas::NODE_FAILURE_DELAY_MS);
+                self.node_failure_deadlines.insert(info.name.clone(), deadline);
+            }
+            None => {
+                self.node_failure_deadlines.remove(&info.name);
+            }
+        }
         self.snapshot.upsert_node(info);
         if changed {
             self.queue.move_all_unschedulable(now_ms, |_| true);
@@ -596,6 +619,18 @@ impl Engine {
     /// Runs scheduling cycles for everything ready at `now_ms` and returns the decisions.
     pub fn schedule(&mut self, now_ms: u64, observer: &mut dyn Observer) -> Vec<Decision> {
         let mut out = std::mem::take(&mut self.pending);
+        let wall =
+            self.wall_offset_ms.map(|off| i64::try_from(now_ms).unwrap_or(i64::MAX).saturating_add(off));
+        self.snapshot.set_now_unix_ms(wall);
+        if let Some(wall) = wall {
+            // A node whose not-ready time ran past the failure delay since the last cycle
+            // is now failed: groups waiting next to it may be repaired or evicted.
+            let checked = self.failure_checked_unix_ms;
+            if self.node_failure_deadlines.values().any(|&d| d > checked && d <= wall) {
+                self.queue.move_all_unschedulable(now_ms, |_| true);
+            }
+            self.failure_checked_unix_ms = wall;
+        }
         while let Some(queued) = self.queue.pop(now_ms) {
             if let Admission::Reject(reason) = self.pre_enqueue(&queued.pod) {
                 self.queue.gate(queued, reason);
@@ -610,9 +645,32 @@ impl Engine {
         out
     }
 
-    /// The earliest virtual time at which a backed-off pod becomes ready again.
+    /// The earliest time at which a backed-off pod becomes ready again or a not-ready node
+    /// becomes failed (with a wall clock, [`Engine::set_wall_clock`]).
     pub fn next_wakeup_ms(&self) -> Option<u64> {
+        let failure = self.wall_offset_ms.and_then(|off| {
+            let checked = self.failure_checked_unix_ms;
+            let next = self.node_failure_deadlines.values().filter(|&&d| d > checked).min()?;
+            u64::try_from(next.saturating_sub(off)).ok()
+        });
+        match (self.queue.next_backoff_ms(), failure) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The earliest time a backed-off pod becomes ready again (retries only, without the
+    /// node failure deadlines of [`Engine::next_wakeup_ms`]).
+    pub fn next_backoff_ms(&self) -> Option<u64> {
         self.queue.next_backoff_ms()
+    }
+
+    /// Gives the engine the wall clock (`wall_unix_ms`, Unix milliseconds) that goes with
+    /// the scheduling clock's `now_ms`, so that rules ageing node conditions (Kueue's 30 s
+    /// `NodeFailureDelay` for not-ready nodes) can compare them with `lastTransitionTime`.
+    /// Without it, a not-ready node counts as failed at once.
+    pub fn set_wall_clock(&mut self, now_ms: u64, wall_unix_ms: i64) {
+        self.wall_offset_ms = Some(wall_unix_ms.saturating_sub(i64::try_from(now_ms).unwrap_or(i64::MAX)));
     }
 
     /// A binding the engine asked for failed: forget the assumption and requeue the pod

@@ -398,6 +398,10 @@ pub struct NodeStatic {
     pub unschedulable: bool,
     /// `Ready` condition is `True`, or absent (the scenario format's default).
     pub ready: bool,
+    /// Not ready: the `Ready` condition's `lastTransitionTime` in Unix milliseconds (a
+    /// condition without one counts as not ready since long ago, as Kueue's node failure
+    /// controller measures it). `None` when ready.
+    pub not_ready_since_unix_ms: Option<i64>,
 }
 
 impl NodeStatic {
@@ -409,14 +413,17 @@ impl NodeStatic {
                 .map_err(|source| ModelError::NodeResources { node: name.clone(), source })?,
             None => Resources::default(),
         };
-        let ready = match status.and_then(|s| s.conditions.as_ref()) {
-            Some(conds) => match conds.iter().find(|c| c.type_ == "Ready") {
-                Some(c) => c.status == "True",
-                None => true,
-            },
-            None => true,
+        let ready_cond =
+            status.and_then(|s| s.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+        let ready = ready_cond.is_none_or(|c| c.status == "True");
+        let not_ready_since_unix_ms = match ready_cond {
+            Some(c) if !ready => {
+                Some(c.last_transition_time.as_ref().map_or(i64::MIN / 2, |t| t.0.as_millisecond()))
+            }
+            _ => None,
         };
         Ok(NodeStatic {
+            not_ready_since_unix_ms,
             unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
             name,
             allocatable,

@@ -163,9 +163,21 @@ pub struct Snapshot {
     topology_domains: Vec<TopologyDomains>,
     /// `order` as a shared slice, with the `node_generation` it was taken at.
     all_nodes: Option<(u64, Arc<[NodeId]>)>,
+    /// The wall-clock time of the cycle in Unix milliseconds, when the engine's owner gave
+    /// one ([`crate::Engine::set_wall_clock`]); rules that age node conditions read it.
+    now_unix_ms: Option<i64>,
 }
 
 impl Snapshot {
+    /// The wall-clock time of the cycle (Unix milliseconds), if known.
+    pub fn now_unix_ms(&self) -> Option<i64> {
+        self.now_unix_ms
+    }
+
+    pub fn set_now_unix_ms(&mut self, now: Option<i64>) {
+        self.now_unix_ms = now;
+    }
+
     pub fn new() -> Self {
         Self::default()
     }

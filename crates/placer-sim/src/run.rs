@@ -397,7 +397,7 @@ impl Sim<'_> {
         self.fixed_point(phase)?;
         loop {
             let now = self.store.now_ms();
-            let Some(t) = self.controllers[SCHEDULER].next_wakeup_ms() else { break };
+            let Some(t) = self.controllers[SCHEDULER].next_retry_ms() else { break };
             if t <= now || t > last_change.saturating_add(self.idle_window_ms) {
                 break;
             }

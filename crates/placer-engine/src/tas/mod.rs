@@ -54,6 +54,10 @@ pub use tree::HOSTNAME_LEVEL;
 pub use tree::{DomainId, DomainTree};
 
 /// The name failure messages give the topology (Placer declares a single one).
+/// Kueue's `NodeFailureDelay`: a node not ready for this long (from its `Ready` condition's
+/// `lastTransitionTime`) is failed for the groups placed on it (seed 002 "Node failures").
+pub const NODE_FAILURE_DELAY_MS: i64 = 30_000;
+
 pub const TOPOLOGY_NAME: &str = "default";
 
 /// One node as the algorithm sees it. The caller has already dropped nodes that are not

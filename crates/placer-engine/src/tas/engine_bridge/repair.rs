@@ -13,7 +13,8 @@
 //!   layer whose size divides the lost pods (none: single pods).
 //! * **What is published**: the TopologyAssignment of survivors and replacements together.
 //! * **Failed nodes**: nodes of the published assignment (hostname lowest level) that lost
-//!   pods and are gone, not Ready, unschedulable, or carry a `NoExecute` (with
+//!   pods and are gone, not Ready for Kueue's `NodeFailureDelay` (30 s from the `Ready`
+//!   condition's `lastTransitionTime`; the engine retries waiting groups then), unschedulable, or carry a `NoExecute` (with
 //!   `TASReplaceNodeOnNodeTaints`, also `NoSchedule`) taint the group's pods do not
 //!   tolerate. When the replacements do not fit and a node failed, the strategy evicts the
 //!   whole group (`TASFailedNodeReplacementFailFast`).
@@ -30,7 +31,7 @@ use crate::snapshot::Snapshot;
 use super::super::assignment::{DomainCount, TopologyAssignment};
 use super::super::request::SliceLayer;
 use super::super::tree::HOSTNAME_LEVEL;
-use super::super::{TasAssignment, TopologyRequest};
+use super::super::{TasAssignment, TopologyRequest, NODE_FAILURE_DELAY_MS};
 use super::Topology;
 
 /// A repair of a placed group: where and how its lost pods go.
@@ -147,6 +148,14 @@ pub fn failed_nodes(snap: &Snapshot, cycle: &GroupCycle, gates: &FeatureGates) -
             None => true,
             Some(id) => {
                 let info = &snap.node(id).info;
+                if let Some(since) = info.not_ready_since_unix_ms {
+                    // Kueue's node failure controller: not ready for `NodeFailureDelay`
+                    // (taints are only weighed on ready nodes). Without a wall clock the
+                    // engine cannot age the condition and counts the node failed.
+                    return snap
+                        .now_unix_ms()
+                        .is_none_or(|now| now >= since.saturating_add(NODE_FAILURE_DELAY_MS));
+                }
                 !info.ready
                     || (taints && info.unschedulable)
                     || node_taints(info).any(|t| {

@@ -147,6 +147,9 @@ pub struct Engine {
     node_failure_deadlines: BTreeMap<String, i64>,
     /// The wall-clock time up to which passed deadlines have retried waiting groups.
     failure_checked_unix_ms: i64,
+    /// Nodes where PodGroups lost members (deleted while bound), for the KEP-5732
+    /// strategy, which has no TopologyAssignment naming its nodes.
+    lost_on: FxHashMap<GroupKey, std::collections::BTreeSet<String>>,
     /// Unit tests only: the last object applied for every pod (the engine itself keeps
     /// only [`PodInfo`]), so tests can write updates as a store would.
     #[cfg(test)]
@@ -195,6 +198,7 @@ impl Engine {
             wall_offset_ms: None,
             node_failure_deadlines: BTreeMap::new(),
             failure_checked_unix_ms: i64::MIN,
+            lost_on: FxHashMap::default(),
             config,
             #[cfg(test)]
             pod_objects: FxHashMap::default(),
@@ -284,6 +288,7 @@ impl Engine {
             ClusterEvent::PodDeleted(key) => self.delete_pod(&key, now_ms),
             ClusterEvent::PodGroupUpserted(pg) => self.apply_pod_group(pg, now_ms),
             ClusterEvent::PodGroupDeleted(key) => {
+                self.lost_on.remove(&key);
                 self.tas.unindex(&key);
                 self.groups.entry_mut(&key).info = None;
                 self.groups.entry_mut(&key).condition = None;
@@ -449,7 +454,11 @@ impl Engine {
         self.preempt.forget(key);
         self.queue.remove(key);
         self.assumed.remove(key);
+        let node = self.snapshot.pod_node(key).map(|id| self.snapshot.node(id).name().to_string());
         let freed = self.snapshot.remove_pod(key).is_some();
+        if let (Some(node), Some(group)) = (node, old.as_deref().and_then(Self::group_key_of)) {
+            self.lost_on.entry(group).or_default().insert(node);
+        }
         self.update_membership(old.as_deref(), None);
         if freed {
             self.queue.move_all_unschedulable(now_ms, |_| true);

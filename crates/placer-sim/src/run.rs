@@ -159,6 +159,7 @@ pub fn scheduler_config(s: &Scenario) -> Result<SchedulerConfig, String> {
     c.topology_levels = p.topology_levels.clone();
     c.plugin_weights = p.plugin_weights.clone();
     c.percentage_of_placements_to_score = p.percentage_of_placements_to_score;
+    c.evict_gang_on_failed_node = p.evict_gang_on_failed_node;
     let strategy = |name: &str| match name {
         "MostAllocated" => Ok(ScoringStrategy::most_allocated()),
         "LeastAllocated" => Ok(ScoringStrategy::least_allocated()),

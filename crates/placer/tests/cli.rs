@@ -164,3 +164,15 @@ fn simulate_help_points_to_the_in_repository_format() {
     assert!(stdout.contains("docs/scenario-format.md"), "{stdout}");
     assert!(workspace().join("docs/scenario-format.md").is_file());
 }
+
+#[test]
+fn bench_failures_prints_recovery_figures() {
+    let out = placer(&["bench", "--failures", "--quick"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("failure benchmark: 200 nodes"), "{stdout}");
+    assert!(stdout.contains("repaired in place"), "{stdout}");
+    assert!(stdout.contains("re-placed"), "{stdout}");
+    assert!(stdout.contains("time to recovery p50"), "{stdout}");
+    assert!(stdout.contains("GPU-hours lost"), "{stdout}");
+}

@@ -1,29 +1,106 @@
-//! Feature gates, named as in the seeds. Unknown names are an error at load time.
+//! Feature gates, named as in the seeds.
+//!
+//! A gate is a [`Gate`] value: code asks [`FeatureGates::enabled`] about a variant, so a
+//! misspelt gate does not compile and the question can never panic. Names only appear at
+//! the edges: configuration (a scenario's `scheduler.featureGates`, `placer serve`'s
+//! `featureGates`) is parsed with [`Gate::from_name`] / [`FeatureGates::set`], and an
+//! unknown name is an [`UnknownGate`] error that names it and lists the known ones.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
-/// Every gate Placer knows, with its default. Upstream Kubernetes gates default to what a
-/// v1.36 cluster that enables workload-aware scheduling would run with; Kueue gates default
-/// as in Kueue at the commit the conformance corpus was taken from.
-pub const KNOWN_GATES: &[(&str, bool)] = &[
+/// Declares the gates with their names and defaults, in one place.
+macro_rules! gates {
+    ($($(#[$doc:meta])* $variant:ident = $default:literal,)*) => {
+        /// A feature gate Placer knows.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Gate {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Gate {
+            /// Every gate, in declaration order.
+            pub const ALL: &'static [Gate] = &[$(Gate::$variant,)*];
+
+            /// The gate's name, as written in configuration.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Gate::$variant => stringify!($variant),)*
+                }
+            }
+
+            /// The gate's default value.
+            pub const fn default_value(self) -> bool {
+                match self {
+                    $(Gate::$variant => $default,)*
+                }
+            }
+        }
+    };
+}
+
+// Upstream Kubernetes gates default to what a v1.36 cluster that enables workload-aware
+// scheduling would run with; Kueue gates default as in Kueue at the commit the conformance
+// corpus was taken from.
+gates! {
     // Kubernetes (seed 004)
-    ("GenericWorkload", true),
-    ("GangScheduling", true),
-    ("TopologyAwareWorkloadScheduling", true),
-    ("WorkloadAwarePreemption", false),
-    ("WorkloadWithJob", true),
-    ("DRAWorkloadResourceClaims", false),
-    // Placer: workload-aware preemption for groups with topology constraints, searched
-    // inside one domain (KEP-5732 beta). Off by default, as in v1.36.
-    ("TopologyAwareWorkloadPreemption", false),
+    /// The Workload / PodGroup API and the PodGroup scheduling cycle.
+    GenericWorkload = true,
+    /// Gang semantics (`minCount`) and the GangScheduling plugin.
+    GangScheduling = true,
+    /// KEP-5732 placements for PodGroups with a topology constraint.
+    TopologyAwareWorkloadScheduling = true,
+    /// Workload-aware preemption (the PodGroup is the preemptor).
+    WorkloadAwarePreemption = false,
+    /// The Job controller creates Workloads / PodGroups (KEP-5547).
+    WorkloadWithJob = true,
+    /// ResourceClaims for PodGroups (seed 004, KEP-5729).
+    DRAWorkloadResourceClaims = false,
+    /// Placer: workload-aware preemption for groups with topology constraints, searched
+    /// inside one domain (KEP-5732 beta). Off by default, as in v1.36.
+    TopologyAwareWorkloadPreemption = false,
     // Kueue (seed 002)
-    ("TASProfileMixed", true),
-    ("TASProfileBestFit", false),
-    ("TASBalancedPlacement", false),
-    ("TASMultiLayerTopology", true),
-    ("TASRespectNodeAffinityPreferred", false),
-];
+    /// LeastFreeCapacity for unconstrained requests.
+    TASProfileMixed = true,
+    /// BestFit everywhere.
+    TASProfileBestFit = false,
+    /// BalancedPlacement for preferred requests.
+    TASBalancedPlacement = false,
+    /// Multi-layer (slice) topology constraints.
+    TASMultiLayerTopology = true,
+    /// Preferred node affinity counts in hierarchical placement.
+    TASRespectNodeAffinityPreferred = false,
+}
 
+impl Gate {
+    /// The gate named `name` (exact, case-sensitive, as Kubernetes reads gate names).
+    pub fn from_name(name: &str) -> Result<Gate, UnknownGate> {
+        Gate::ALL.iter().copied().find(|g| g.name() == name).ok_or_else(|| UnknownGate {
+            name: name.to_string(),
+            known: Gate::ALL.iter().map(|g| g.name()).collect::<Vec<_>>().join(", "),
+        })
+    }
+}
+
+impl fmt::Display for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Gate {
+    type Err = UnknownGate;
+    fn from_str(s: &str) -> Result<Gate, UnknownGate> {
+        Gate::from_name(s)
+    }
+}
+
+/// Every gate Placer knows, by name, with its default.
+pub fn known_gates() -> impl Iterator<Item = (&'static str, bool)> {
+    Gate::ALL.iter().map(|g| (g.name(), g.default_value()))
+}
+
+/// A configuration names a gate Placer does not know.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("unknown feature gate {name:?} (known: {known})")]
 pub struct UnknownGate {
@@ -34,17 +111,18 @@ pub struct UnknownGate {
 /// A resolved set of feature gates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeatureGates {
-    values: BTreeMap<&'static str, bool>,
+    values: BTreeMap<Gate, bool>,
 }
 
 impl Default for FeatureGates {
     fn default() -> Self {
-        FeatureGates { values: KNOWN_GATES.iter().copied().collect() }
+        FeatureGates { values: Gate::ALL.iter().map(|g| (*g, g.default_value())).collect() }
     }
 }
 
 impl FeatureGates {
-    /// Defaults overridden by `overrides`; an unknown gate name is an error.
+    /// Defaults overridden by `overrides` read from configuration; an unknown gate name is
+    /// an error naming it.
     pub fn with_overrides<'a>(
         overrides: impl IntoIterator<Item = (&'a str, bool)>,
     ) -> Result<Self, UnknownGate> {
@@ -55,26 +133,29 @@ impl FeatureGates {
         Ok(gates)
     }
 
-    pub fn set(&mut self, name: &str, value: bool) -> Result<(), UnknownGate> {
-        match KNOWN_GATES.iter().find(|(n, _)| *n == name) {
-            Some((n, _)) => {
-                self.values.insert(n, value);
-                Ok(())
-            }
-            None => Err(UnknownGate {
-                name: name.to_string(),
-                known: KNOWN_GATES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
-            }),
+    /// Defaults overridden by typed values (cannot fail).
+    pub fn with(overrides: impl IntoIterator<Item = (Gate, bool)>) -> Self {
+        let mut gates = FeatureGates::default();
+        for (gate, value) in overrides {
+            gates.set_gate(gate, value);
         }
+        gates
     }
 
-    /// Value of a known gate. Panics on a name that is not in [`KNOWN_GATES`]: gate names in
-    /// code are constants, so this is a programming error, never user input.
-    pub fn enabled(&self, name: &str) -> bool {
-        match self.values.get(name) {
-            Some(v) => *v,
-            None => panic!("feature gate {name:?} is not in KNOWN_GATES"),
-        }
+    /// Sets the gate named `name` (from configuration); an unknown name is an error.
+    pub fn set(&mut self, name: &str, value: bool) -> Result<(), UnknownGate> {
+        self.set_gate(Gate::from_name(name)?, value);
+        Ok(())
+    }
+
+    /// Sets a gate.
+    pub fn set_gate(&mut self, gate: Gate, value: bool) {
+        self.values.insert(gate, value);
+    }
+
+    /// Whether a gate is on.
+    pub fn enabled(&self, gate: Gate) -> bool {
+        self.values.get(&gate).copied().unwrap_or(gate.default_value())
     }
 }
 
@@ -85,14 +166,25 @@ mod tests {
     #[test]
     fn defaults_and_overrides() {
         let g = FeatureGates::with_overrides([("TASBalancedPlacement", true)]).unwrap();
-        assert!(g.enabled("TASBalancedPlacement"));
-        assert!(g.enabled("TASProfileMixed"));
-        assert!(!g.enabled("WorkloadAwarePreemption"));
+        assert!(g.enabled(Gate::TASBalancedPlacement));
+        assert!(g.enabled(Gate::TASProfileMixed));
+        assert!(!g.enabled(Gate::WorkloadAwarePreemption));
+        assert_eq!(FeatureGates::with([(Gate::TASBalancedPlacement, true)]), g);
     }
 
     #[test]
-    fn unknown_gate_is_an_error() {
+    fn unknown_gate_is_an_error_naming_it() {
         let err = FeatureGates::with_overrides([("NoSuchGate", true)]).unwrap_err();
         assert_eq!(err.name, "NoSuchGate");
+        assert!(err.to_string().starts_with("unknown feature gate \"NoSuchGate\" (known: GenericWorkload,"));
+        assert!("gangscheduling".parse::<Gate>().is_err(), "names are case-sensitive");
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for g in Gate::ALL {
+            assert_eq!(Gate::from_name(g.name()), Ok(*g));
+        }
+        assert_eq!(known_gates().count(), Gate::ALL.len());
     }
 }

@@ -23,7 +23,7 @@ pub mod stats;
 pub mod workloads;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use placer_engine::config::PlacementSearch;
+use placer_engine::PlacementSearch;
 
 pub use report::{BaselineComparison, BenchReport, ScalingPoint};
 pub use runner::{run_workload, WorkloadResult};

@@ -206,7 +206,7 @@ pub fn pod_group(name: &str, min_count: u32, ask: TopologyAsk) -> PodGroup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use placer_engine::model::{GroupPolicy, NodeStatic, PodGroupInfo, PodInfo};
+    use placer_engine::testing::{GroupPolicy, NodeStatic, PodGroupInfo, PodInfo};
     use std::sync::Arc;
 
     #[test]

@@ -3,8 +3,8 @@
 
 use std::time::Instant;
 
-use placer_engine::engine::{METRIC_PODGROUP_ATTEMPTS, METRIC_PODGROUP_DURATION, METRIC_SCHEDULE_ATTEMPTS};
-use placer_engine::placement::{METRIC_PLACEMENT_EVALUATIONS, METRIC_PLACEMENT_TOTAL};
+use placer_engine::metrics::{METRIC_PLACEMENT_EVALUATIONS, METRIC_PLACEMENT_TOTAL};
+use placer_engine::metrics::{METRIC_PODGROUP_ATTEMPTS, METRIC_PODGROUP_DURATION, METRIC_SCHEDULE_ATTEMPTS};
 use placer_engine::Observer;
 
 /// Counts what the benchmark reports and keeps the engine's per-cycle durations.

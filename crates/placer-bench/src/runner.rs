@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 use placer_api::k8s::api::core::v1::Pod;
-use placer_engine::config::PlacementSearch;
-use placer_engine::model::{GroupKey, PodKey};
+use placer_engine::PlacementSearch;
 use placer_engine::{ClusterEvent, Decision, Engine, SchedulerConfig};
+use placer_engine::{GroupKey, PodKey};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 

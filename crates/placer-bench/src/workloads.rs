@@ -519,7 +519,7 @@ pub fn churn(quick: bool) -> Workload {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use placer_engine::model::NodeStatic;
+    use placer_engine::testing::NodeStatic;
     use std::collections::BTreeSet;
     use std::sync::Arc;
 

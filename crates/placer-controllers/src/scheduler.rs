@@ -43,9 +43,8 @@ use placer_api::k8s::apimachinery::pkg::apis::meta::v1::Condition;
 use placer_cluster::{
     ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError, WatchEvent, WatchEventKind,
 };
-use placer_engine::model::{GroupKey, GroupPolicy, PodKey};
-use placer_engine::queue::QueueState;
 use placer_engine::{ClusterEvent, Decision, Engine, Observer, SchedulerConfig};
+use placer_engine::{GroupKey, GroupPolicy, PodKey, QueueState};
 use placer_metrics::names as metric;
 
 use crate::{Controller, ControllerError};
@@ -61,7 +60,7 @@ pub const POD_GROUP_SCHEDULED: &str = "PodGroupScheduled";
 /// Condition type written on preemption victims (pods and PodGroups).
 pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
 /// Reason of the `DisruptionTarget` condition of preemption victims.
-pub const REASON_PREEMPTION_BY_SCHEDULER: &str = placer_engine::preemption::REASON_PREEMPTION_BY_SCHEDULER;
+pub const REASON_PREEMPTION_BY_SCHEDULER: &str = placer_engine::REASON_PREEMPTION_BY_SCHEDULER;
 
 /// Runs the engine against a cluster store.
 pub struct SchedulerController {
@@ -434,11 +433,8 @@ impl SchedulerController {
                 set_nominated(store, &pod, node.clone())
             }),
             Decision::PodUnschedulable { pod, reason, message } => {
-                let result = if reason == placer_engine::engine::REASON_SCHEDULER_ERROR {
-                    "error"
-                } else {
-                    "unschedulable"
-                };
+                let result =
+                    if reason == placer_engine::REASON_SCHEDULER_ERROR { "error" } else { "unschedulable" };
                 let profile = self.profile_of(&pod);
                 self.attempt(&profile, result, self.decided_in);
                 if let Some(p) = self.pending.get_mut(&pod) {

@@ -30,19 +30,13 @@ use placer_api::k8s::api::scheduling::v1alpha2::{
 };
 use placer_api::k8s::apimachinery::pkg::api::resource::Quantity;
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use placer_engine::config::{PlacementSearch, SchedulerConfig};
-use placer_engine::framework::Framework;
-use placer_engine::model::{NodeId, NodeStatic, PodGroupInfo, PodInfo};
-use placer_engine::placement::{
-    schedule_pod_group, total_scores, GroupContext, GroupHooks, Placement, PlacementAggregate,
-    PlacementCandidate, PlacementFramework,
+use placer_engine::bench::{
+    self as tas, find_node, fit_count, placement_framework, pod_framework, schedule_pod_group, total_scores,
+    DomainTree, GroupContext, GroupCycle, GroupHooks, NodeId, NodeStatic, Placement, PlacementAggregate,
+    PlacementCandidate, PodGroupInfo, PodInfo, Snapshot, TasNode, TasProblem, TopologyMode, TopologyRequest,
 };
-use placer_engine::plugins::node_resources::fit_count;
-use placer_engine::podgroup::GroupCycle;
-use placer_engine::resources::Resources;
-use placer_engine::snapshot::Snapshot;
-use placer_engine::tas::{self, DomainTree, TasNode, TasProblem, TopologyMode, TopologyRequest};
 use placer_engine::NoopObserver;
+use placer_engine::{PlacementSearch, Resources, SchedulerConfig};
 
 const RACK: &str = "topology.example.com/rack";
 const GPU: &str = "nvidia.com/gpu";
@@ -148,13 +142,10 @@ fn gang_cycle(size: u32) -> GroupCycle {
 
 fn bench_find_node(c: &mut Criterion) {
     let snap = loaded_snapshot();
-    let fw = Framework::new(&SchedulerConfig::default());
+    let fw = pod_framework(&SchedulerConfig::default());
     let p = pod("incoming", None, None);
     c.bench_function("find_node/5000_nodes", |b| {
-        b.iter(|| {
-            placer_engine::schedule_one::find_node(&fw, black_box(&snap), black_box(&p), snap.node_ids())
-                .expect("a node fits")
-        })
+        b.iter(|| find_node(&fw, black_box(&snap), black_box(&p), snap.node_ids()).expect("a node fits"))
     });
 }
 
@@ -265,14 +256,14 @@ fn bench_placement(c: &mut Criterion) {
     let mut g = c.benchmark_group("placement");
     g.sample_size(20).measurement_time(Duration::from_secs(4));
     let config = SchedulerConfig::default();
-    let pf = PlacementFramework::new(&config);
+    let pf = placement_framework(&config);
     g.bench_function("total_scores/250_racks", |b| {
         b.iter(|| total_scores(black_box(&snap), &cycle, &pf, black_box(&candidates)).expect("scores"))
     });
     for search in [PlacementSearch::Optimized, PlacementSearch::Baseline] {
         let config = SchedulerConfig { placement_search: search, ..SchedulerConfig::default() };
-        let fw = Framework::new(&config);
-        let pf = PlacementFramework::new(&config);
+        let fw = pod_framework(&config);
+        let pf = placement_framework(&config);
         let ctx = GroupContext { placements: &pf, algo: &fw, config: &config };
         let name = format!("schedule_pod_group/64_pod_rack_gang_5000_nodes/{search:?}").to_lowercase();
         g.bench_function(name, |b| {

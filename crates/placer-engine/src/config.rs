@@ -32,6 +32,107 @@ pub struct SchedulerConfig {
     /// How placements are searched: Placer's optimized path (the default) or the plain
     /// KEP-5732 algorithm, kept for benchmarks and as a reference.
     pub placement_search: PlacementSearch,
+    /// Plugins enabled and disabled per extension point, as a KubeSchedulerConfiguration
+    /// profile's `plugins` (applied to the defaults of [`crate::plugins::registry`]).
+    pub plugins: PluginsConfig,
+}
+
+/// An extension point a profile configures plugins at (KubeSchedulerConfiguration's
+/// `plugins.<point>`), plus the placement points of KEP-5732.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ExtensionPoint {
+    /// Every point the plugin implements.
+    MultiPoint,
+    /// PreFilter and Filter (one trait here).
+    Filter,
+    /// PreScore, Score and NormalizeScore (one trait here).
+    Score,
+    Reserve,
+    Permit,
+    PreBind,
+    PlacementGenerate,
+    PlacementFeasible,
+    PlacementScore,
+}
+
+impl ExtensionPoint {
+    /// Every point, in configuration order.
+    pub const ALL: &'static [ExtensionPoint] = &[
+        ExtensionPoint::MultiPoint,
+        ExtensionPoint::Filter,
+        ExtensionPoint::Score,
+        ExtensionPoint::Reserve,
+        ExtensionPoint::Permit,
+        ExtensionPoint::PreBind,
+        ExtensionPoint::PlacementGenerate,
+        ExtensionPoint::PlacementFeasible,
+        ExtensionPoint::PlacementScore,
+    ];
+
+    /// The key under `plugins` (`filter`, `placementScore`, ...). `preFilter` and
+    /// `preScore` are accepted as names of [`ExtensionPoint::Filter`] and
+    /// [`ExtensionPoint::Score`].
+    pub fn key(self) -> &'static str {
+        match self {
+            ExtensionPoint::MultiPoint => "multiPoint",
+            ExtensionPoint::Filter => "filter",
+            ExtensionPoint::Score => "score",
+            ExtensionPoint::Reserve => "reserve",
+            ExtensionPoint::Permit => "permit",
+            ExtensionPoint::PreBind => "preBind",
+            ExtensionPoint::PlacementGenerate => "placementGenerate",
+            ExtensionPoint::PlacementFeasible => "placementFeasible",
+            ExtensionPoint::PlacementScore => "placementScore",
+        }
+    }
+
+    /// The point configured under `key`.
+    pub fn from_key(key: &str) -> Option<ExtensionPoint> {
+        match key {
+            "preFilter" => Some(ExtensionPoint::Filter),
+            "preScore" => Some(ExtensionPoint::Score),
+            _ => ExtensionPoint::ALL.iter().copied().find(|p| p.key() == key),
+        }
+    }
+}
+
+/// A plugin named in a [`PluginSet`], with the weight of a score plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginRef {
+    pub name: String,
+    /// Score plugins only; `None`: the plugin's default weight.
+    pub weight: Option<i64>,
+}
+
+/// Plugins enabled (in addition to the defaults, run after them) and default plugins
+/// disabled (`*`: all of them) at one extension point.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginSet {
+    pub enabled: Vec<PluginRef>,
+    pub disabled: Vec<String>,
+}
+
+/// KubeSchedulerConfiguration's `plugins` of one profile.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginsConfig {
+    pub points: BTreeMap<ExtensionPoint, PluginSet>,
+}
+
+impl PluginsConfig {
+    /// The set configured at `point` (empty when none).
+    pub fn at(&self, point: ExtensionPoint) -> Option<&PluginSet> {
+        self.points.get(&point)
+    }
+
+    /// Disables the default plugin `name` at `point`.
+    pub fn disable(&mut self, point: ExtensionPoint, name: &str) {
+        self.points.entry(point).or_default().disabled.push(name.to_string());
+    }
+
+    /// Enables plugin `name` at `point` (after the defaults), with an optional weight.
+    pub fn enable(&mut self, point: ExtensionPoint, name: &str, weight: Option<i64>) {
+        self.points.entry(point).or_default().enabled.push(PluginRef { name: name.to_string(), weight });
+    }
 }
 
 /// How the engine searches the candidate placements of a PodGroup.
@@ -95,6 +196,7 @@ impl Default for SchedulerConfig {
             pod_initial_backoff_ms: 1_000,
             pod_max_backoff_ms: 10_000,
             placement_search: PlacementSearch::Optimized,
+            plugins: PluginsConfig::default(),
         }
     }
 }

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use placer_api::gates::Gate;
 use placer_api::k8s::api::core::v1::{Node, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
@@ -21,42 +22,26 @@ use placer_api::k8s::api::scheduling::v1alpha2::PodGroup;
 use rustc_hash::FxHashMap;
 
 use crate::config::SchedulerConfig;
+use crate::framework::group::GroupOutcome;
+use crate::framework::preemption::GroupHooks;
 use crate::framework::Framework;
+use crate::metrics::*;
 use crate::model::{GroupKey, GroupPolicy, NodeId, NodeStatic, PodGroupInfo, PodInfo, PodKey};
 use crate::observer::Observer;
-use crate::placement::{
-    schedule_pod_group, GroupContext, GroupHooks, GroupOutcome, PlacementFramework, GATE_GANG,
-};
+use crate::placement::{schedule_pod_group, GroupContext, PlacementFramework};
 use crate::podgroup::{
     waiting_for_group_message, GroupCondition, GroupCycle, GroupIndex, MSG_WAITING_FOR_QUORUM,
     MSG_WAITING_ON_PREEMPTION,
 };
 use crate::queue::{Admission, QueuedPod, SchedulingQueue};
 use crate::snapshot::Snapshot;
-
-/// Feature gate of the Workload / PodGroup API and the PodGroup cycle.
-pub const GATE_GENERIC_WORKLOAD: &str = "GenericWorkload";
+use crate::strategy::Strategy;
 /// The PodGroup condition type (v1.36).
 pub const CONDITION_POD_GROUP_SCHEDULED: &str = "PodGroupScheduled";
 /// Condition / pod reasons.
 pub const REASON_SCHEDULED: &str = "Scheduled";
 pub const REASON_UNSCHEDULABLE: &str = "Unschedulable";
 pub const REASON_SCHEDULER_ERROR: &str = "SchedulerError";
-
-/// Counter `{result=scheduled|unschedulable|error, profile}`: pod scheduling attempts,
-/// counted by the driver once the outcome is known (a binding is part of the attempt).
-pub const METRIC_SCHEDULE_ATTEMPTS: &str = "scheduler_schedule_attempts_total";
-/// Histogram: seconds of the pod-level algorithm of one single-pod attempt.
-pub const METRIC_SCHEDULING_ALGORITHM_DURATION: &str = "scheduler_scheduling_algorithm_duration_seconds";
-/// Counter `{result=scheduled|unschedulable|error}`: PodGroup cycles.
-pub const METRIC_PODGROUP_ATTEMPTS: &str = "scheduler_podgroup_schedule_attempts_total";
-/// Histogram `{result}`: seconds per PodGroup cycle (algorithm and decisions).
-pub const METRIC_PODGROUP_ATTEMPT_DURATION: &str = "scheduler_podgroup_scheduling_attempt_duration_seconds";
-/// Histogram: seconds of the PodGroup algorithm of one cycle.
-pub const METRIC_PODGROUP_ALGORITHM_DURATION: &str =
-    "scheduler_podgroup_scheduling_algorithm_duration_seconds";
-/// Histogram: seconds per PodGroup cycle (KEP-5732's name, no labels).
-pub const METRIC_PODGROUP_DURATION: &str = "scheduler_podgroup_scheduling_duration_seconds";
 
 /// A change in the cluster, fed to [`Engine::apply`] in the order it happened.
 #[derive(Debug, Clone)]
@@ -134,7 +119,9 @@ pub struct Engine {
     next_start_node_index: usize,
     /// Objects that could not be read (node names and messages), for the caller to log.
     ingest_errors: Vec<String>,
-    /// `topologyLevels` mode (seed 002): domain-tree cache and PodSet groups.
+    /// How PodGroups are decided, chosen once from the configuration.
+    strategy: Strategy,
+    /// PodSet groups of the hierarchical strategy.
     tas: tas_unit::TasState,
     /// Nominations and evictions in flight ([`crate::preemption`]).
     preempt: preempt::PreemptionState,
@@ -158,8 +145,14 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     /// An engine with kube-scheduler's default plugins for `config`.
     pub fn new(config: SchedulerConfig) -> Engine {
-        let fw = Framework::new(&config);
-        let placements = PlacementFramework::new(&config);
+        Engine::with_registry(config, &crate::plugins::registry())
+    }
+
+    /// An engine whose profile is built from `registry` (for plugins outside the default
+    /// registry, e.g. in tests).
+    pub(crate) fn with_registry(config: SchedulerConfig, registry: &crate::framework::Registry) -> Engine {
+        let fw = registry.pod_framework(&config);
+        let placements = registry.placement_framework(&config);
         let queue = SchedulingQueue::new(config.pod_initial_backoff_ms, config.pod_max_backoff_ms);
         Engine {
             fw,
@@ -174,7 +167,8 @@ impl Engine {
             pending: Vec::new(),
             next_start_node_index: 0,
             ingest_errors: Vec::new(),
-            tas: tas_unit::TasState::new(&config),
+            strategy: Strategy::new(&config),
+            tas: tas_unit::TasState::default(),
             preempt: preempt::PreemptionState::default(),
             config,
             #[cfg(test)]
@@ -226,7 +220,7 @@ impl Engine {
         std::mem::take(&mut self.ingest_errors)
     }
 
-    fn gate(&self, name: &str) -> bool {
+    fn gate(&self, name: Gate) -> bool {
         self.config.gates.enabled(name)
     }
 
@@ -530,7 +524,7 @@ impl Engine {
         // In `topologyLevels` mode the other PodGroups of a PodSet group wait for this one.
         let mut groups = vec![group.clone()];
         groups.extend(self.tas_siblings(group));
-        let generic = self.gate(GATE_GENERIC_WORKLOAD);
+        let generic = self.gate(Gate::GenericWorkload);
         for g in &groups {
             // The group's verdict is computed once, not once per member: this runs every
             // time a member joins, so per-member work here is quadratic in the gang size.
@@ -549,7 +543,7 @@ impl Engine {
         if pod.gated {
             return Self::gated_admission(pod);
         }
-        if !self.gate(GATE_GENERIC_WORKLOAD) {
+        if !self.gate(Gate::GenericWorkload) {
             return Admission::Admit;
         }
         let Some(group) = Self::group_key_of(pod) else { return Admission::Admit };
@@ -568,7 +562,8 @@ impl Engine {
             None => Admission::Reject(waiting_for_group_message(&group.name)),
             Some(info) => match info.policy {
                 GroupPolicy::Gang { min_count }
-                    if self.gate(GATE_GANG) && self.groups.member_count(group) < min_count as usize =>
+                    if self.gate(Gate::GangScheduling)
+                        && self.groups.member_count(group) < min_count as usize =>
                 {
                     Admission::Reject(MSG_WAITING_FOR_QUORUM.to_string())
                 }
@@ -592,12 +587,8 @@ impl Engine {
                 self.queue.gate(queued, reason);
                 continue;
             }
-            if self.gate(GATE_GENERIC_WORKLOAD) && queued.pod.group.is_some() {
-                if self.config.topology_levels.is_empty() {
-                    self.schedule_group(queued, now_ms, observer, &mut out);
-                } else {
-                    self.schedule_tas_unit(queued, now_ms, observer, &mut out);
-                }
+            if self.gate(Gate::GenericWorkload) && queued.pod.group.is_some() {
+                self.schedule_group(queued, now_ms, observer, &mut out);
             } else {
                 self.schedule_single(queued, now_ms, observer, &mut out);
             }
@@ -728,193 +719,6 @@ impl Engine {
         });
         entry.condition = Some(new);
     }
-
-    /// Takes `first` and every other queued, ungated member of `groups` out of the queue
-    /// (kube's PopSpecificPod), dropping pods being deleted or already assumed. `None` when
-    /// nothing is left to schedule, or when the members name different schedulers (then
-    /// each fails with kube-scheduler's error).
-    pub(super) fn gather_members(
-        &mut self,
-        first: QueuedPod,
-        groups: &[GroupKey],
-        now_ms: u64,
-        obs: &mut dyn Observer,
-        out: &mut Vec<Decision>,
-    ) -> Option<Vec<QueuedPod>> {
-        let mut members = vec![first];
-        for g in groups {
-            for key in self.queue.group_members(g) {
-                if let Some(q) = self.queue.take_ungated(&key) {
-                    members.push(q);
-                }
-            }
-        }
-        members.retain(|m| !m.pod.deleting && !self.assumed.contains_key(&m.pod.key));
-        let first_name = members.first()?.pod.scheduler_name.clone();
-        if let Some(other) = members.iter().find(|m| m.pod.scheduler_name != first_name) {
-            let message = format!(
-                "all pods in a single pod group should have the same .spec.schedulerName set, got: {:?} and {:?}",
-                first_name, other.pod.scheduler_name
-            );
-            obs.count(METRIC_PODGROUP_ATTEMPTS, &[("result", "error")], 1);
-            for m in members {
-                self.fail(m, REASON_SCHEDULER_ERROR, message.clone(), false, now_ms, out);
-            }
-            return None;
-        }
-        Some(members)
-    }
-
-    fn schedule_group(
-        &mut self,
-        first: QueuedPod,
-        now_ms: u64,
-        obs: &mut dyn Observer,
-        out: &mut Vec<Decision>,
-    ) {
-        let Some(group_key) = Self::group_key_of(&first.pod) else {
-            self.schedule_single(first, now_ms, obs, out);
-            return;
-        };
-        let Some(info) = self.groups.info(&group_key).cloned() else {
-            let reason = waiting_for_group_message(&group_key.name);
-            self.queue.gate(first, reason);
-            return;
-        };
-        let timer = obs.start_timer();
-        let algorithm_timer = obs.start_timer();
-
-        let Some(members) = self.gather_members(first, std::slice::from_ref(&group_key), now_ms, obs, out)
-        else {
-            return;
-        };
-
-        let scheduled = self.scheduled_members(&group_key);
-
-        let cycle = GroupCycle::new(
-            info,
-            self.gate(GATE_GANG),
-            members.iter().map(|m| (m.arrival, m.pod.clone())).collect(),
-            scheduled,
-        );
-        let mut by_key: FxHashMap<PodKey, QueuedPod> =
-            members.into_iter().map(|m| (m.pod.key.clone(), m)).collect();
-        let mut queued_at =
-            |i: usize| -> Option<QueuedPod> { cycle.pods.get(i).and_then(|p| by_key.remove(&p.key)) };
-
-        // PREEMPTION HOOK (SEMANTICS §4, §12): per-pod PostFilter and workload-aware
-        // preemption plug in through `GroupHooks` (see `engine/preempt.rs`).
-        let outcome = self.run_group_cycle(&cycle, obs);
-        let secs = obs.elapsed_seconds(algorithm_timer);
-        obs.observe(METRIC_PODGROUP_ALGORITHM_DURATION, &[], secs);
-
-        let mut decided: Vec<(QueuedPod, Decided)> = Vec::new();
-        let (result, condition) = match outcome {
-            GroupOutcome::Scheduled { placement, assignments, failures } => {
-                let nominate = placement.is_some();
-                for (i, node) in assignments {
-                    if let Some(q) = queued_at(i) {
-                        decided.push((q, Decided::Bind { node, nominate }));
-                    }
-                }
-                for (i, message) in failures {
-                    if let Some(q) = queued_at(i) {
-                        decided.push((q, Decided::Fail { reason: REASON_UNSCHEDULABLE, message }));
-                    }
-                }
-                ("scheduled", Some((true, REASON_SCHEDULED, String::new())))
-            }
-            GroupOutcome::WaitingOnPreemption { nominations, victims, failures } => {
-                let nodes = crate::preemption::nominated_nodes(&nominations);
-                let own: Vec<PodKey> = cycle.pods.iter().map(|p| p.key.clone()).collect();
-                let priority = self.cycle_priority(&cycle);
-                let preemptor = format!("podgroup {group_key}");
-                self.actuate_preemption(&victims, &preemptor, "podgroup", priority, &nodes, &own, obs, out);
-                for (i, node) in nominations {
-                    if let Some(q) = queued_at(i) {
-                        decided.push((q, Decided::Nominated { node }));
-                    }
-                }
-                for (i, message) in failures {
-                    if let Some(q) = queued_at(i) {
-                        decided.push((q, Decided::Fail { reason: REASON_UNSCHEDULABLE, message }));
-                    }
-                }
-                ("unschedulable", Some((false, REASON_UNSCHEDULABLE, MSG_WAITING_ON_PREEMPTION.to_string())))
-            }
-            GroupOutcome::Unschedulable { message, pod_messages } => {
-                for (i, m) in pod_messages {
-                    if let Some(q) = queued_at(i) {
-                        decided.push((q, Decided::Fail { reason: REASON_UNSCHEDULABLE, message: m }));
-                    }
-                }
-                ("unschedulable", Some((false, REASON_UNSCHEDULABLE, message)))
-            }
-            GroupOutcome::Error { message } => {
-                for i in 0..cycle.pods.len() {
-                    if let Some(q) = queued_at(i) {
-                        decided.push((
-                            q,
-                            Decided::Fail { reason: REASON_SCHEDULER_ERROR, message: message.clone() },
-                        ));
-                    }
-                }
-                ("error", Some((false, REASON_SCHEDULER_ERROR, message)))
-            }
-        };
-        // Members without a verdict (should not happen) go back as unschedulable.
-        let mut rest: Vec<QueuedPod> = by_key.into_values().collect();
-        rest.sort_by_key(|q| q.arrival);
-        for q in rest {
-            decided.push((
-                q,
-                Decided::Fail {
-                    reason: REASON_UNSCHEDULABLE,
-                    message: crate::podgroup::MSG_GROUP_UNSCHEDULABLE.to_string(),
-                },
-            ));
-        }
-
-        for (q, d) in decided {
-            match d {
-                Decided::Bind { node, nominate } => {
-                    if nominate {
-                        out.push(Decision::Nominate {
-                            pod: q.pod.key.clone(),
-                            node: Some(self.snapshot.node(node).name().to_string()),
-                        });
-                    }
-                    self.bind(q, node, out);
-                }
-                Decided::Nominated { node } => {
-                    self.nominate(&q.pod.key, node, out);
-                    self.fail(
-                        q,
-                        REASON_UNSCHEDULABLE,
-                        MSG_WAITING_ON_PREEMPTION.to_string(),
-                        false,
-                        now_ms,
-                        out,
-                    );
-                }
-                Decided::Fail { reason, message } => self.fail(q, reason, message, true, now_ms, out),
-            }
-        }
-        if let Some((status, reason, message)) = condition {
-            self.set_condition(&group_key, status, reason, message, out);
-        }
-        obs.count(METRIC_PODGROUP_ATTEMPTS, &[("result", result)], 1);
-        let secs = obs.elapsed_seconds(timer);
-        obs.observe(METRIC_PODGROUP_ATTEMPT_DURATION, &[("result", result)], secs);
-        obs.observe(METRIC_PODGROUP_DURATION, &[], secs);
-    }
-}
-
-/// What happens to one member after a group cycle.
-enum Decided {
-    Bind { node: NodeId, nominate: bool },
-    Nominated { node: NodeId },
-    Fail { reason: &'static str, message: String },
 }
 
 /// Whether a node update could make a pending pod schedulable (or change where it goes).
@@ -937,6 +741,10 @@ fn policy_relaxed(old: GroupPolicy, new: GroupPolicy) -> bool {
     }
 }
 
+#[cfg(test)]
+mod binding_tests;
+mod cycle;
+mod outcome;
 mod preempt;
 mod tas_unit;
 #[cfg(test)]

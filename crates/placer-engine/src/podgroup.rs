@@ -18,23 +18,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::framework::{FitError, Framework, Status};
-use crate::model::{GroupKey, GroupPolicy, NodeId, PodGroupInfo, PodInfo, PodKey};
-use crate::placement::{PlacementFeasible, PlacementProgress};
+pub use crate::framework::group::*;
+pub use crate::framework::preemption::*;
+use crate::framework::{PlacementFeasible, PlacementProgress, Status};
+use crate::model::{GroupKey, NodeId, PodGroupInfo, PodInfo, PodKey};
 use crate::snapshot::Snapshot;
-
-/// Message of a gang that cannot start: fewer known members than `minCount`.
-pub const MSG_WAITING_FOR_QUORUM: &str =
-    "waiting for minCount pods from a gang to appear in scheduling queue";
-/// Prefix of pod messages when the whole group failed.
-pub const MSG_GROUP_UNSCHEDULABLE: &str = "pod group is unschedulable";
-/// Message of a group that must wait for preemption victims to go.
-pub const MSG_WAITING_ON_PREEMPTION: &str = "pod group is waiting for preemption to complete";
-
-/// PreEnqueue message of a member whose PodGroup does not exist (yet).
-pub fn waiting_for_group_message(group_name: &str) -> String {
-    format!("waiting for pod's pod group {group_name:?} to appear in scheduling queue")
-}
 
 // ---------------------------------------------------------------------------------------
 // What the engine knows about PodGroups.
@@ -109,296 +97,6 @@ impl GroupIndex {
     }
 }
 
-// ---------------------------------------------------------------------------------------
-// The pod-level algorithm as the cycle uses it.
-// ---------------------------------------------------------------------------------------
-
-/// The pod-level algorithm (filter, score, select) the cycle runs for each member.
-/// Implemented by [`Framework`]; tests may use simpler implementations.
-pub trait PodScheduler {
-    /// The best node of `nodes` for `pod`, or why none fits.
-    fn find_node(&self, snap: &Snapshot, pod: &PodInfo, nodes: &[NodeId]) -> Result<NodeId, FitError>;
-    /// Whether `pod` passes every filter on `node`.
-    fn filter_node(&self, snap: &Snapshot, pod: &PodInfo, node: NodeId) -> Status;
-    /// The nodes of `nodes` (same order) where `pod` passes every filter, or why none does.
-    fn feasible_nodes(
-        &self,
-        snap: &Snapshot,
-        pod: &PodInfo,
-        nodes: &[NodeId],
-    ) -> Result<Vec<NodeId>, FitError>;
-    /// The nodes that up to `max` consecutive copies of `pod` would get from `find_node`,
-    /// each copy assumed before the next, stopping at the first copy that fits nowhere;
-    /// only for a pod whose feasibility and scores on a node depend on that node alone
-    /// (see [`is_uniform_node_local`]). `None` (the default): simulate instead.
-    fn place_copies(
-        &self,
-        _snap: &Snapshot,
-        _pod: &Arc<PodInfo>,
-        _nodes: &[NodeId],
-        _max: usize,
-    ) -> Option<Vec<NodeId>> {
-        None
-    }
-}
-
-impl PodScheduler for Framework {
-    /// Below 100 nodes every node is examined; on larger node sets (a group without a
-    /// topology constraint searches the whole cluster) kube-scheduler's
-    /// `percentageOfNodesToScore` applies, each pod starting its search at a node derived
-    /// from its name so the members of a group spread their searches deterministically.
-    fn find_node(&self, snap: &Snapshot, pod: &PodInfo, nodes: &[NodeId]) -> Result<NodeId, FitError> {
-        let to_find =
-            crate::schedule_one::num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, nodes.len());
-        if to_find >= nodes.len() {
-            return crate::schedule_one::find_node(self, snap, pod, nodes);
-        }
-        let start = {
-            use std::hash::{Hash, Hasher};
-            let mut h = rustc_hash::FxHasher::default();
-            pod.key.hash(&mut h);
-            (h.finish() % nodes.len() as u64) as usize
-        };
-        crate::schedule_one::find_node_sampled(self, snap, pod, nodes, start, to_find).0
-    }
-
-    fn filter_node(&self, snap: &Snapshot, pod: &PodInfo, node: NodeId) -> Status {
-        crate::schedule_one::filter_node(self, snap, pod, node)
-    }
-
-    fn feasible_nodes(
-        &self,
-        snap: &Snapshot,
-        pod: &PodInfo,
-        nodes: &[NodeId],
-    ) -> Result<Vec<NodeId>, FitError> {
-        crate::schedule_one::feasible_nodes(self, snap, pod, nodes)
-    }
-
-    /// Only when `find_node` would examine every node (no `percentageOfNodesToScore`
-    /// sampling, whose start node differs per pod).
-    fn place_copies(
-        &self,
-        snap: &Snapshot,
-        pod: &Arc<PodInfo>,
-        nodes: &[NodeId],
-        max: usize,
-    ) -> Option<Vec<NodeId>> {
-        let to_find =
-            crate::schedule_one::num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, nodes.len());
-        if to_find < nodes.len() {
-            return None;
-        }
-        crate::schedule_one::place_copies(self, snap, pod, nodes, max)
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Preemption hooks (SEMANTICS §4, §12). Implemented in `crate::preemption`.
-// ---------------------------------------------------------------------------------------
-
-/// Victims whose removal lets a pod (or a group) fit, and where.
-#[derive(Debug, Clone)]
-pub struct PreemptionPlan {
-    /// The node the preemptor is nominated to.
-    pub node: NodeId,
-    /// Pods to evict (they are removed from the snapshot for the rest of the simulation).
-    pub victims: Vec<Arc<PodInfo>>,
-}
-
-/// Per-pod PostFilter (kube's DefaultPreemption) as the group cycle and the single-pod
-/// path call it for a pod that fits no node.
-pub trait PodPreemption {
-    /// Called when `pod` fits no node of `nodes` (`fit` says why). May simulate on `snap` but
-    /// must leave it as found. Returns the node to nominate and the victims, or `None`.
-    fn preempt(
-        &mut self,
-        snap: &mut Snapshot,
-        pod: &PodInfo,
-        nodes: &[NodeId],
-        fit: &FitError,
-    ) -> Option<PreemptionPlan>;
-}
-
-/// What workload-aware preemption decided for a group.
-#[derive(Debug, Clone)]
-pub struct GroupPreemptionPlan {
-    /// Pods to evict, all together.
-    pub victims: Vec<Arc<PodInfo>>,
-    /// Member (index into [`GroupCycle::pods`]) and the node it is nominated to.
-    pub nominations: Vec<(usize, NodeId)>,
-}
-
-/// Workload-aware preemption (kube's PodGroupPostFilter), called when a group is
-/// unschedulable (SEMANTICS §12).
-pub trait GroupPreemption {
-    /// Finds victims whose removal lets the group fit inside `nodes`. May simulate on
-    /// `snap` but must leave it as found. `Err` carries the reason it failed (appended to
-    /// the group's message).
-    fn preempt(
-        &mut self,
-        snap: &mut Snapshot,
-        cycle: &GroupCycle,
-        nodes: &[NodeId],
-    ) -> Result<GroupPreemptionPlan, String>;
-
-    /// Topology-aware variant (Placer gate `TopologyAwareWorkloadPreemption`) for a group
-    /// with a topology constraint that fits no placement: finds victims inside one of
-    /// `placements` (the group's candidate domains) and returns that placement's index with
-    /// the plan. Same contract as [`GroupPreemption::preempt`] otherwise.
-    fn preempt_in_placements(
-        &mut self,
-        snap: &mut Snapshot,
-        cycle: &GroupCycle,
-        placements: &[crate::placement::Placement],
-    ) -> Result<(usize, GroupPreemptionPlan), String>;
-}
-
-// ---------------------------------------------------------------------------------------
-// One cycle.
-// ---------------------------------------------------------------------------------------
-
-/// The input of one PodGroup cycle.
-#[derive(Debug, Clone)]
-pub struct GroupCycle {
-    pub group: Arc<PodGroupInfo>,
-    /// Whether gang semantics apply (gang policy and the `GangScheduling` gate on).
-    pub gang: bool,
-    /// `minCount` in effect: the gang's `minCount`, or 1.
-    pub min_count: u32,
-    /// Members to place in this cycle, in cycle order.
-    pub pods: Vec<Arc<PodInfo>>,
-    /// Members already bound or assumed, with their node (`None`: the node is not in the
-    /// snapshot). They count toward `minCount` and pin the topology domain.
-    pub scheduled: Vec<(PodKey, Option<NodeId>)>,
-}
-
-impl GroupCycle {
-    /// A cycle for `group` with `pods` (sorted here into cycle order: priority desc, then
-    /// `arrival` asc) and the already scheduled members. `gang_enabled` is the
-    /// `GangScheduling` gate.
-    pub fn new(
-        group: Arc<PodGroupInfo>,
-        gang_enabled: bool,
-        mut pods: Vec<(u64, Arc<PodInfo>)>,
-        scheduled: Vec<(PodKey, Option<NodeId>)>,
-    ) -> GroupCycle {
-        pods.sort_by(|(a_arrival, a), (b_arrival, b)| {
-            b.priority.cmp(&a.priority).then(a_arrival.cmp(b_arrival)).then_with(|| a.key.cmp(&b.key))
-        });
-        let (gang, min_count) = match group.policy {
-            GroupPolicy::Gang { min_count } if gang_enabled => (true, min_count.max(1)),
-            _ => (false, 1),
-        };
-        GroupCycle { group, gang, min_count, pods: pods.into_iter().map(|(_, p)| p).collect(), scheduled }
-    }
-
-    /// Members already scheduled, as a count.
-    pub fn scheduled_count(&self) -> u32 {
-        u32::try_from(self.scheduled.len()).unwrap_or(u32::MAX)
-    }
-
-    /// Pods that must be placed now for the group to be feasible: `minCount` minus the
-    /// scheduled members, at least 1.
-    pub fn needed(&self) -> u32 {
-        self.min_count.saturating_sub(self.scheduled_count()).max(1)
-    }
-
-    /// The group can never be feasible with these pods: even if all were placed, scheduled
-    /// plus placed stays below `minCount` (or there is nothing to place).
-    pub fn cannot_reach_min_count(&self) -> Option<String> {
-        let remaining = u32::try_from(self.pods.len()).unwrap_or(u32::MAX);
-        let scheduled = self.scheduled_count();
-        if remaining.saturating_add(scheduled) < self.min_count {
-            return Some(format!(
-                "minCount ({}) cannot be satisfied: {scheduled} scheduled, {remaining} remaining",
-                self.min_count
-            ));
-        }
-        None
-    }
-}
-
-/// A per-pod preemption performed during a cycle.
-#[derive(Debug, Clone)]
-pub struct PodPreemptionRecord {
-    /// Index into [`GroupCycle::pods`].
-    pub pod: usize,
-    pub node: NodeId,
-    pub victims: Vec<Arc<PodInfo>>,
-}
-
-impl PartialEq for PodPreemptionRecord {
-    fn eq(&self, other: &Self) -> bool {
-        self.pod == other.pod && self.node == other.node && same_pods(&self.victims, &other.victims)
-    }
-}
-
-/// Two pod lists name the same pods (by key and uid) in the same order.
-pub fn same_pods(a: &[Arc<PodInfo>], b: &[Arc<PodInfo>]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.key == y.key && x.uid == y.uid)
-}
-
-/// The verdict on a group inside one node set.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    Feasible,
-    /// Not feasible, with the `PlacementFeasible` message.
-    Unschedulable(String),
-}
-
-/// What happened to a group inside one node set.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GroupAttempt {
-    /// (index into [`GroupCycle::pods`], node) of each placed pod, in cycle order.
-    pub placed: Vec<(usize, NodeId)>,
-    /// (index, why) of each pod that fit no node.
-    pub failed: Vec<(usize, FitError)>,
-    /// Indexes of pods never tried because the loop stopped early.
-    pub skipped: Vec<usize>,
-    /// Per-pod preemptions (their pods are also in `placed`).
-    pub preemptions: Vec<PodPreemptionRecord>,
-    pub verdict: Verdict,
-}
-
-impl GroupAttempt {
-    /// The group is feasible here.
-    pub fn is_feasible(&self) -> bool {
-        self.verdict == Verdict::Feasible
-    }
-
-    /// Scheduled members plus pods placed here.
-    pub fn scheduled_total(&self, cycle: &GroupCycle) -> u32 {
-        cycle.scheduled_count().saturating_add(u32::try_from(self.placed.len()).unwrap_or(u32::MAX))
-    }
-
-    /// Short reason of the failure: the most frequent reason of the first pod that failed
-    /// (ties: the lexicographically smallest), else the verdict message.
-    pub fn main_reason(&self) -> String {
-        if let Some((_, fit)) = self.failed.first() {
-            if let Some(reason) = dominant_reason(fit) {
-                return reason;
-            }
-        }
-        match &self.verdict {
-            Verdict::Unschedulable(m) => m.clone(),
-            Verdict::Feasible => String::new(),
-        }
-    }
-}
-
-/// The most frequent reason of a FitError (ties: lexicographically smallest), or its
-/// PreFilter message.
-pub fn dominant_reason(fit: &FitError) -> Option<String> {
-    let mut best: Option<(&String, usize)> = None;
-    for (reason, &count) in &fit.reasons {
-        if best.is_none_or(|(_, c)| count > c) {
-            best = Some((reason, count));
-        }
-    }
-    best.map(|(r, _)| r.clone()).or_else(|| fit.pre_message.clone())
-}
-
 /// What makes a pod's filter results equal to another's when only pods are added to the
 /// snapshot. `None` for pods whose feasibility can improve as pods are added (inter-pod
 /// affinity, topology spread), which are always tried.
@@ -416,29 +114,63 @@ struct FitSignature<'a> {
     labels: &'a BTreeMap<String, String>,
 }
 
+/// The signature of `pod`. Every field of [`PodInfo`] and of its
+/// [`crate::model::PodSchedulingView`] is destructured here without `..`: a new field
+/// does not compile until it is classified as part of the signature or as irrelevant to
+/// filtering (a device claim, say, must make its pods differ or return `None`).
 fn fit_signature(pod: &PodInfo) -> Option<FitSignature<'_>> {
-    let view = &*pod.view;
-    if !view.topology_spread_constraints.is_empty() {
+    let PodInfo {
+        view,
+        key: _,              // identity, not a constraint
+        uid: _,              // identity
+        requests,            // NodeResourcesFit
+        priority,            // which nominated pods count as placed
+        preemption_never: _, // preemption only; skipping is off when it may run
+        group: _,            // every pod of a cycle shares it
+        node_name,           // NodeName
+        nominated_node_name, // tried first
+        scheduler_name: _,   // every pod of a cycle shares it
+        gated: _,            // gated pods never reach a cycle
+        terminal: _,         // terminal pods never reach a cycle
+        deleting: _,         // deleting pods never reach a cycle
+    } = pod;
+    let crate::model::PodSchedulingView {
+        labels,                      // existing pods' anti-affinity selects on them
+        node_selector,               // NodeAffinity
+        affinity,                    // NodeAffinity, InterPodAffinity
+        tolerations,                 // TaintToleration
+        topology_spread_constraints, // PodTopologySpread
+        host_ports,                  // NodePorts
+        scheduling_gates: _,         // gated pods never reach a cycle
+        spec_priority: _,            // folded into `priority`
+        priority_class_name: _,      // folded into `priority`
+        completion_index: _,         // placing order of the hierarchical strategy only
+        start_time: _,               // victim ordering only
+        reports_not_ready: _,        // victim ordering only
+    } = &**view;
+    if !topology_spread_constraints.is_empty() || node_name.is_some() {
         return None;
     }
-    if pod.node_name.is_some() {
-        return None;
-    }
-    let affinity = view.affinity.as_deref();
-    if affinity.is_some_and(|a| a.pod_affinity.is_some()) {
-        return None;
-    }
+    let (node_affinity, anti_affinity) = match affinity.as_deref() {
+        None => (None, None),
+        Some(placer_api::k8s::api::core::v1::Affinity { node_affinity, pod_affinity, pod_anti_affinity }) => {
+            // Pod affinity can become satisfied as pods are added: always tried.
+            if pod_affinity.is_some() {
+                return None;
+            }
+            (node_affinity.as_ref(), pod_anti_affinity.as_ref())
+        }
+    };
     Some(FitSignature {
-        requests: &pod.requests,
-        priority: pod.priority,
-        nominated: pod.nominated_node_name.as_deref(),
-        node_selector: &view.node_selector,
-        node_affinity: affinity.and_then(|a| a.node_affinity.as_ref()),
-        anti_affinity: affinity.and_then(|a| a.pod_anti_affinity.as_ref()),
-        tolerations: &view.tolerations,
-        host_ports: &view.host_ports,
-        // Existing pods' anti-affinity may select on the incoming pod's labels.
-        labels: pod.labels(),
+        requests,
+        priority: *priority,
+        nominated: nominated_node_name.as_deref(),
+        node_selector,
+        node_affinity,
+        anti_affinity,
+        tolerations,
+        host_ports,
+        labels,
     })
 }
 
@@ -485,7 +217,7 @@ pub fn run_uniform_group_in_nodes(
     feasible: &[Box<dyn PlacementFeasible>],
 ) -> GroupAttempt {
     let plan = match cycle.pods.first() {
-        Some(first) if is_uniform_node_local(cycle) => {
+        Some(first) if is_uniform_node_local(cycle) && algo.shortcuts(first).copy_counting => {
             algo.place_copies(snap, first, nodes, cycle.pods.len())
         }
         _ => None,
@@ -621,6 +353,7 @@ fn is_rejection(status: &Status) -> bool {
 pub(crate) mod tests {
     use super::*;
     use crate::framework::Code;
+    use crate::framework::FitError;
     use crate::model::NodeStatic;
     use crate::plugins::placement_gang::GangScheduling;
     use placer_api::k8s::api::core::v1::{
@@ -638,6 +371,10 @@ pub(crate) mod tests {
     pub(crate) struct FirstFit;
 
     impl PodScheduler for FirstFit {
+        /// Resources only: every shortcut is exact.
+        fn shortcuts(&self, _pod: &PodInfo) -> crate::framework::Shortcuts {
+            crate::framework::Shortcuts { aggregate_bound: true, copy_counting: true }
+        }
         fn find_node(&self, snap: &Snapshot, pod: &PodInfo, nodes: &[NodeId]) -> Result<NodeId, FitError> {
             let mut err = FitError { num_nodes: nodes.len(), ..FitError::default() };
             for &n in nodes {
@@ -889,6 +626,9 @@ pub(crate) mod tests {
                 nodes: &[NodeId],
             ) -> Result<Vec<NodeId>, FitError> {
                 FirstFit.feasible_nodes(snap, pod, nodes)
+            }
+            fn shortcuts(&self, pod: &PodInfo) -> crate::framework::Shortcuts {
+                FirstFit.shortcuts(pod)
             }
         }
         let calls = std::cell::Cell::new(0);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-pub use domains::{DomainAggregate, TopologyDomain, TopologyDomains};
+pub use domains::{DomainAggregate, TopologyDomains};
 
 use crate::model::{NodeId, NodeStatic, PodInfo, PodKey};
 use crate::resources::Resources;

@@ -22,12 +22,11 @@ use std::sync::Arc;
 use placer_api::gates::FeatureGates;
 use placer_api::k8s::api::core::v1::{Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, Taint};
 use placer_api::k8s::api::scheduling::v1alpha2::PodGroup;
-use placer_engine::model::{NodeStatic, PodGroupInfo, PodInfo, PodSchedulingView};
-use placer_engine::resources::Resources;
-use placer_engine::tas::{
-    find_assignment, parse_request, tree::fit_count, tree::with_one_pod, validate_group, TasNode, TasProblem,
-    TopologyRequest,
+use placer_engine::testing::{
+    find_assignment, fit_count, parse_request, validate_group, with_one_pod, NodeStatic, PodGroupInfo,
+    PodInfo, PodSchedulingView, TasNode, TasProblem, TopologyRequest,
 };
+use placer_engine::Resources;
 use serde::Deserialize;
 
 const DEFAULT_DIR: &str = "/work/shared/scenarios/conformance/kueue-tas";

@@ -31,8 +31,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use placer_api::gates::FeatureGates;
-use placer_engine::config::ScoringStrategy;
 use placer_engine::SchedulerConfig;
+use placer_engine::ScoringStrategy;
 use serde::Deserialize;
 
 /// The only `apiVersion` accepted (when the field is present).
@@ -660,8 +660,8 @@ jobController: {enabled: false}
         );
         assert_eq!(s.scheduler.placement_scoring_strategy, ScoringStrategy::least_allocated());
         assert_eq!((s.scheduler.pod_initial_backoff_ms, s.scheduler.pod_max_backoff_ms), (2000, 30000));
-        assert!(s.scheduler.gates.enabled("TASBalancedPlacement"));
-        assert!(!s.scheduler.gates.enabled("GangScheduling"));
+        assert!(s.scheduler.gates.enabled(placer_api::gates::Gate::TASBalancedPlacement));
+        assert!(!s.scheduler.gates.enabled(placer_api::gates::Gate::GangScheduling));
         let le = s.leader_election.unwrap();
         assert_eq!(le.namespace.as_deref(), Some("placer-system"));
         assert_eq!((le.lease_duration_seconds, le.renew_grace_seconds), (20, 4));

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use placer_cluster::{ObjectRef, StoreError};
 use placer_controllers::scheduler::{BindCall, BindOutcome, BindResult, Dispatcher, StatusCall};
-use placer_engine::model::GroupKey;
+use placer_engine::GroupKey;
 use tokio::runtime::Handle;
 
 use crate::retry::RetryPolicy;

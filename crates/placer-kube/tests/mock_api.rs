@@ -539,7 +539,7 @@ fn status_json_410() -> Value {
 mod dispatcher {
     use super::*;
     use placer_controllers::scheduler::{BindCall, BindOutcome, BindResult, Dispatcher};
-    use placer_engine::model::{GroupKey, PodKey};
+    use placer_engine::{GroupKey, PodKey};
 
     fn call(name: &str, group: Option<&str>) -> BindCall {
         BindCall {

@@ -6,8 +6,8 @@ use std::fmt;
 use placer_api::annotations::{PODSET_PREFERRED_TOPOLOGY, PODSET_REQUIRED_TOPOLOGY};
 use placer_api::k8s::api::core::v1::Pod;
 use placer_cluster::{Kind, Object};
-use placer_engine::model::pod_requests;
-use placer_engine::resources::{Resources, PODS};
+use placer_engine::pod_requests;
+use placer_engine::{Resources, PODS};
 use serde_json::Value;
 
 use crate::expect::POD_GROUP_SCHEDULED;

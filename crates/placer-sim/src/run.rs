@@ -32,8 +32,8 @@ use placer_controllers::cronjob::CronJobController;
 use placer_controllers::job::{JobController, JobValidation};
 use placer_controllers::scheduler::SchedulerController;
 use placer_controllers::Controller;
-use placer_engine::config::ScoringStrategy;
 use placer_engine::SchedulerConfig;
+use placer_engine::{ExtensionPoint, ScoringStrategy};
 
 use crate::expect::{check, unexpected_errors, CheckReport, Failure};
 use crate::generate::generated_nodes;
@@ -179,6 +179,17 @@ pub fn scheduler_config(s: &Scenario) -> Result<SchedulerConfig, String> {
     if let Some(names) = &p.scheduler_names {
         c.scheduler_names = names.clone();
     }
+    for (key, set) in &p.plugins {
+        let point = ExtensionPoint::from_key(key)
+            .ok_or_else(|| format!("plugins: unknown extension point {key:?}"))?;
+        for e in &set.enabled {
+            c.plugins.enable(point, &e.name, e.weight);
+        }
+        for d in &set.disabled {
+            c.plugins.disable(point, &d.name);
+        }
+    }
+    placer_engine::check_profile(&c).map_err(|e| e.to_string())?;
     Ok(c)
 }
 
@@ -573,7 +584,7 @@ mod tests {
              podInitialBackoff: 0s\n    placementScoringStrategy: LeastAllocated\n",
         );
         let c = scheduler_config(&s).unwrap();
-        assert!(c.gates.enabled("TASBalancedPlacement"));
+        assert!(c.gates.enabled(placer_api::gates::Gate::TASBalancedPlacement));
         assert_eq!(c.topology_levels, ["rack"]);
         assert_eq!(c.weight("PodGroupPodsCount", 1), 2);
         assert_eq!(c.percentage_of_placements_to_score, Some(50));

@@ -140,6 +140,33 @@ pub struct ProfileSpec {
     /// Placer extension: the `schedulerName`s this scheduler serves.
     #[serde(default)]
     pub scheduler_names: Option<Vec<String>>,
+    /// KubeSchedulerConfiguration's `plugins`: per extension point (`filter`, `score`,
+    /// `reserve`, `permit`, `preBind`, `placementGenerate`, `placementFeasible`,
+    /// `placementScore`, `multiPoint`; `preFilter` / `preScore` name the filter / score
+    /// points), plugins `enabled` after the defaults and default plugins `disabled`.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, PluginSetSpec>,
+}
+
+/// `plugins.<point>` of a profile.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PluginSetSpec {
+    #[serde(default)]
+    pub enabled: Vec<PluginSpec>,
+    /// `[{name: "*"}]` disables every default plugin of the point.
+    #[serde(default)]
+    pub disabled: Vec<PluginSpec>,
+}
+
+/// One plugin of a [`PluginSetSpec`].
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PluginSpec {
+    pub name: String,
+    /// Score plugins only.
+    #[serde(default)]
+    pub weight: Option<i64>,
 }
 
 /// `cluster.generate`: a regular topology of identical nodes.

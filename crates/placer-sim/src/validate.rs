@@ -206,6 +206,33 @@ fn validate_scheduler(
             problems.push(top(at, "schedulerNames", "must list at least one non-empty name".into()));
         }
     }
+    validate_plugins(profile, problems, top);
+}
+
+/// `scheduler.profile.plugins`: known extension points, plugins that exist there.
+fn validate_plugins(
+    profile: &crate::scenario::ProfileSpec,
+    problems: &mut Vec<Problem>,
+    top: &dyn Fn(&str, &str, String) -> Problem,
+) {
+    let at = "scheduler.profile";
+    let mut config = placer_engine::SchedulerConfig::default();
+    for (key, set) in &profile.plugins {
+        let Some(point) = placer_engine::ExtensionPoint::from_key(key) else {
+            problems.push(top(at, &format!("plugins.{key}"), format!("unknown extension point {key:?}")));
+            continue;
+        };
+        for e in &set.enabled {
+            config.plugins.enable(point, &e.name, e.weight);
+        }
+        for d in &set.disabled {
+            config.plugins.disable(point, &d.name);
+        }
+    }
+    if let Err(e) = placer_engine::check_profile(&config) {
+        let message = format!("unknown plugin {:?} (known here: {})", e.name, e.known);
+        problems.push(top(at, &format!("plugins.{}", e.point), message));
+    }
 }
 
 fn validate_generate(
@@ -790,6 +817,25 @@ mod tests {
             "name: t\nsubmit:\n  - {POD}\n  - {POD}\n  - {{apiVersion: v1, kind: Pod, metadata: {{name: p, namespace: other}}, spec: {{containers: [{{name: c}}]}}}}\n"
         ));
         assert_eq!(got, ["t.yaml:4:5: submit[1]: Pod default/p: metadata.name: duplicate Pod default/p: the name is already used"]);
+    }
+
+    #[test]
+    fn plugins_name_known_points_and_plugins() {
+        let got = problems(
+            "name: t\nscheduler:\n  profile:\n    plugins:\n      filter: {disabled: [{name: NoSuchFilter}]}\n      sideways: {disabled: [{name: '*'}]}\n",
+        );
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(
+            got.iter().any(|p| p.contains("plugins.sideways: unknown extension point \"sideways\"")),
+            "{got:?}"
+        );
+        assert!(
+            got.iter().any(|p| p
+                .contains("plugins.filter: unknown plugin \"NoSuchFilter\" (known here: NodeUnschedulable,")),
+            "{got:?}"
+        );
+        let ok = problems("name: t\nscheduler:\n  profile:\n    plugins:\n      preFilter: {disabled: [{name: TaintToleration}]}\n      multiPoint: {disabled: [{name: '*'}]}\n      score: {enabled: [{name: NodeAffinity, weight: 4}]}\n");
+        assert!(ok.is_empty(), "{ok:?}");
     }
 
     #[test]

@@ -31,6 +31,9 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run scenario files on the embedded cluster and check their expectations.
+    ///
+    /// The scenario format (every field, with an example) is documented in
+    /// docs/scenario-format.md of the Placer repository.
     Simulate(simulate::Args),
     /// Check scenario files (syntax, types, validation) without running them.
     Validate(validate::Args),

@@ -31,7 +31,7 @@ pub enum Format {
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Scenario files (format: shared/scenarios/FORMAT.md).
+    /// Scenario files (format: docs/scenario-format.md in the Placer repository).
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
     /// Write the final objects (all kinds) to stdout in this format.

@@ -13,7 +13,7 @@ use crate::Status;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Scenario files (format: shared/scenarios/FORMAT.md).
+    /// Scenario files (format: docs/scenario-format.md in the Placer repository).
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
 }

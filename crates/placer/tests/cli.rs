@@ -138,3 +138,12 @@ fn missing_file_and_bad_arguments_exit_2() {
     assert_eq!(placer(&["simulate"]).status.code(), Some(2));
     assert_eq!(placer(&["frobnicate"]).status.code(), Some(2));
 }
+
+#[test]
+fn simulate_help_points_to_the_in_repository_format() {
+    let out = placer(&["simulate", "--help"]);
+    let (stdout, _) = text(&out);
+    assert!(out.status.success());
+    assert!(stdout.contains("docs/scenario-format.md"), "{stdout}");
+    assert!(workspace().join("docs/scenario-format.md").is_file());
+}

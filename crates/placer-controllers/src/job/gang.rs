@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use placer_api::annotations;
-use placer_api::gates::FeatureGates;
+use placer_api::gates::{FeatureGates, Gate};
 use placer_api::k8s::api::batch::v1::Job;
 use placer_api::k8s::api::scheduling::v1alpha2::{
     GangSchedulingPolicy, PodGroup, PodGroupSchedulingConstraints, PodGroupSchedulingPolicy, PodGroupSpec,
@@ -56,7 +56,7 @@ pub const COPIED_TOPOLOGY_ANNOTATIONS: [&str; 7] = [
 /// Whether the Workload/PodGroup integration is on: gates `WorkloadWithJob` and
 /// `GenericWorkload` (the Workload API itself) both enabled.
 pub fn integration_enabled(gates: &FeatureGates) -> bool {
-    gates.enabled("WorkloadWithJob") && gates.enabled("GenericWorkload")
+    gates.enabled(Gate::WorkloadWithJob) && gates.enabled(Gate::GenericWorkload)
 }
 
 /// The v1.36 gang shape (upstream `IsGangSchedulingCandidate`): parallelism > 1, completions

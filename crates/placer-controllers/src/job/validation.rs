@@ -1,7 +1,7 @@
 //! `JobValidation`: the v1.36 admission check that freezes `spec.parallelism` of Jobs
 //! scheduled as a gang (seed 001, "Validation for Parallelism Changes"; SEMANTICS §14).
 
-use placer_api::gates::FeatureGates;
+use placer_api::gates::{FeatureGates, Gate};
 use placer_api::k8s::api::batch::v1::Job;
 use placer_cluster::{Admission, ClusterStore, Kind, Object};
 
@@ -47,7 +47,7 @@ impl JobValidation {
 
     /// The check on an update from `old` to `new`, with the PodGroups of the store.
     pub fn check(&self, store: &dyn ClusterStore, old: &Job, new: &Job) -> Result<(), String> {
-        if !self.gates.enabled("GenericWorkload") && !self.gates.enabled("WorkloadWithJob") {
+        if !self.gates.enabled(Gate::GenericWorkload) && !self.gates.enabled(Gate::WorkloadWithJob) {
             return Ok(());
         }
         let parallelism = |j: &Job| j.spec.as_ref().and_then(|s| s.parallelism);

@@ -9,7 +9,7 @@
 //! object). Without a dispatcher (the simulator) every write is synchronous, as before.
 
 use placer_cluster::{Object, StoreError};
-use placer_engine::model::{GroupKey, PodKey};
+use placer_engine::{GroupKey, PodKey};
 
 /// A binding to carry out.
 #[derive(Debug, Clone, PartialEq, Eq)]

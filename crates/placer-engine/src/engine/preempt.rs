@@ -16,11 +16,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::*;
 use crate::framework::FitError;
+use crate::metrics::{METRIC_PREEMPTION_ATTEMPTS, METRIC_PREEMPTION_VICTIMS};
 use crate::podgroup::{GroupPreemption, PodPreemption, PreemptionPlan};
 use crate::preemption::{
     assume_nominated, disrupted_groups, effective_priority, nominated_for, PodPreemptor, PreemptionEnv,
-    WorkloadPreemptor, GATE_TOPOLOGY_AWARE_WORKLOAD_PREEMPTION, GATE_WORKLOAD_AWARE_PREEMPTION,
-    METRIC_PREEMPTION_ATTEMPTS, METRIC_PREEMPTION_VICTIMS, MSG_CONSTRAINED_UNSUPPORTED,
+    WorkloadPreemptor, MSG_CONSTRAINED_UNSUPPORTED,
 };
 use crate::snapshot::Mark;
 
@@ -74,7 +74,7 @@ pub(super) enum SingleAttempt {
 
 impl Engine {
     fn wap_enabled(&self) -> bool {
-        self.gate(GATE_WORKLOAD_AWARE_PREEMPTION)
+        self.gate(Gate::WorkloadAwarePreemption)
     }
 
     /// The priority a pod's nomination is weighed with (see the module docs).
@@ -179,7 +179,7 @@ impl Engine {
     pub(super) fn run_group_cycle(&mut self, cycle: &GroupCycle, obs: &mut dyn Observer) -> GroupOutcome {
         let wap = self.wap_enabled();
         let constrained = cycle.group.topology_key.is_some();
-        let group_preemption = wap && (!constrained || self.gate(GATE_TOPOLOGY_AWARE_WORKLOAD_PREEMPTION));
+        let group_preemption = wap && (!constrained || self.gate(Gate::TopologyAwareWorkloadPreemption));
         let priority = cycle.pods.iter().map(|p| self.nomination_priority(p)).min().unwrap_or(0);
         // The group's own members (nominated by an earlier cycle) are what is scheduled.
         let own: BTreeSet<PodKey> =
@@ -334,9 +334,9 @@ mod tests {
         ClusterEvent::PriorityClassUpserted(Arc::new(pc))
     }
 
-    fn engine(gates: &[(&str, bool)]) -> Engine {
+    fn engine(gates: &[(Gate, bool)]) -> Engine {
         Engine::new(SchedulerConfig {
-            gates: FeatureGates::with_overrides(gates.iter().copied()).expect("known gates"),
+            gates: FeatureGates::with(gates.iter().copied()),
             pod_initial_backoff_ms: 0,
             pod_max_backoff_ms: 0,
             ..SchedulerConfig::default()
@@ -449,7 +449,7 @@ mod tests {
 
     #[test]
     fn workload_aware_preemption_evicts_nominates_marks_and_schedules_later() {
-        let mut e = engine(&[(GATE_WORKLOAD_AWARE_PREEMPTION, true)]);
+        let mut e = engine(&[(Gate::WorkloadAwarePreemption, true)]);
         e.apply(node("n1", "2", json!({})), 0);
         e.apply(
             pod_group(
@@ -487,7 +487,7 @@ mod tests {
 
     #[test]
     fn v1_36_refuses_workload_aware_preemption_for_constrained_groups() {
-        let mut e = engine(&[(GATE_WORKLOAD_AWARE_PREEMPTION, true)]);
+        let mut e = engine(&[(Gate::WorkloadAwarePreemption, true)]);
         e.apply(node("n1", "1", json!({"rack": "r1"})), 0);
         e.apply(pod("low", "1", json!({"priority": 1, "nodeName": "n1"})), 0);
         e.apply(
@@ -507,10 +507,8 @@ mod tests {
 
     #[test]
     fn with_the_placer_gate_constrained_groups_preempt_inside_one_domain() {
-        let mut e = engine(&[
-            (GATE_WORKLOAD_AWARE_PREEMPTION, true),
-            (GATE_TOPOLOGY_AWARE_WORKLOAD_PREEMPTION, true),
-        ]);
+        let mut e =
+            engine(&[(Gate::WorkloadAwarePreemption, true), (Gate::TopologyAwareWorkloadPreemption, true)]);
         for ev in [
             node("a", "1", json!({"rack": "r1"})),
             node("b", "1", json!({"rack": "r1"})),

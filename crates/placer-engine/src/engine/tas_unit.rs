@@ -1,6 +1,6 @@
 //! PodGroup cycles in `topologyLevels` mode (seed 002, hierarchical TAS).
 //!
-//! Every PodGroup goes through [`crate::placement::hierarchical_assignment`]. PodGroups
+//! Every PodGroup goes through the hierarchical strategy ([`crate::strategy`]). PodGroups
 //! sharing a `kueue.x-k8s.io/podset-group-name` (in one namespace) form a *unit*, the
 //! leader and the workers of a Kueue PodSet group: their members wait (PreEnqueue) until
 //! every PodGroup of the unit exists and has reached its `minCount` quorum, then the queued
@@ -9,20 +9,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use placer_api::annotations::{PODSET_GROUP_NAME, TOPOLOGY_ASSIGNMENT};
+use placer_api::annotations::PODSET_GROUP_NAME;
 
 use super::*;
-use crate::placement::hierarchical_assignment;
-use crate::podgroup::MSG_GROUP_UNSCHEDULABLE;
-use crate::tas::engine_bridge::TasCache;
 
 /// `(namespace, PodSet group name)`.
 type PodSetKey = (String, String);
 
-/// The engine's seed 002 state: the domain-tree cache and the PodSet groups.
-#[derive(Debug)]
+/// The engine's seed 002 state: the PodSet groups.
+#[derive(Debug, Default)]
 pub(super) struct TasState {
-    pub(super) cache: TasCache,
     /// PodGroups (that exist) by PodSet group.
     podsets: BTreeMap<PodSetKey, BTreeSet<GroupKey>>,
     /// The PodSet group of each indexed PodGroup.
@@ -30,10 +26,6 @@ pub(super) struct TasState {
 }
 
 impl TasState {
-    pub(super) fn new(config: &SchedulerConfig) -> TasState {
-        TasState { cache: TasCache::new(config), podsets: BTreeMap::new(), member_of: BTreeMap::new() }
-    }
-
     /// Records (or updates) the PodSet group of a PodGroup that was added or changed.
     pub(super) fn index(&mut self, info: &PodGroupInfo) {
         self.unindex(&info.key);
@@ -74,7 +66,7 @@ impl TasState {
 
 impl Engine {
     fn tas_mode(&self) -> bool {
-        !self.config.topology_levels.is_empty()
+        self.strategy.is_hierarchical()
     }
 
     /// The other PodGroups of `group`'s PodSet group (`topologyLevels` mode only).
@@ -106,7 +98,7 @@ impl Engine {
             };
             // A gang waits for its quorum, a basic group for its first pod.
             let needed = match info.policy {
-                GroupPolicy::Gang { min_count } if self.gate(GATE_GANG) => min_count.max(1),
+                GroupPolicy::Gang { min_count } if self.gate(Gate::GangScheduling) => min_count.max(1),
                 _ => 1,
             };
             let members = self.groups.member_count(g);
@@ -119,151 +111,13 @@ impl Engine {
         None
     }
 
-    /// Members of `group` already bound or assumed, with their node.
-    pub(super) fn scheduled_members(&self, group: &GroupKey) -> Vec<(PodKey, Option<NodeId>)> {
-        self.groups
-            .get(group)
-            .map(|e| {
-                e.members
-                    .iter()
-                    .filter(|k| {
-                        self.assumed.contains_key(*k)
-                            || self.pods.get(*k).is_some_and(|p| p.node_name.is_some() && !p.terminal)
-                    })
-                    .map(|k| (k.clone(), self.snapshot.pod_node(k)))
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// The PodGroup cycle of `topologyLevels` mode for the unit of `first`'s PodGroup.
-    pub(super) fn schedule_tas_unit(
-        &mut self,
-        first: QueuedPod,
-        now_ms: u64,
-        obs: &mut dyn Observer,
-        out: &mut Vec<Decision>,
-    ) {
-        let Some(group_key) = Self::group_key_of(&first.pod) else {
-            self.schedule_single(first, now_ms, obs, out);
-            return;
-        };
-        if self.groups.info(&group_key).is_none() {
-            let reason = waiting_for_group_message(&group_key.name);
-            self.queue.gate(first, reason);
-            return;
+    /// The PodGroups decided together with `group` (in key order): its PodSet group under
+    /// the hierarchical strategy, else the group alone.
+    pub(super) fn unit_of(&self, group: &GroupKey) -> Vec<GroupKey> {
+        if !self.tas_mode() {
+            return vec![group.clone()];
         }
-        if let Some(reason) = self.tas_unit_wait_reason(&group_key) {
-            self.queue.gate(first, reason);
-            return;
-        }
-        let timer = obs.start_timer();
-        let algorithm_timer = obs.start_timer();
-        let mut results_seen: Vec<&'static str> = Vec::new();
-        let (unit, _) = self.tas.unit_of(&group_key);
-
-        // Gather the queued members of every PodGroup of the unit.
-        let Some(pods) = self.gather_members(first, &unit, now_ms, obs, out) else {
-            return;
-        };
-
-        let mut cycles: Vec<GroupCycle> = Vec::with_capacity(unit.len());
-        let mut keys: Vec<GroupKey> = Vec::with_capacity(unit.len());
-        for g in &unit {
-            let Some(info) = self.groups.info(g).cloned() else { continue };
-            let members: Vec<(u64, Arc<PodInfo>)> = pods
-                .iter()
-                .filter(|q| Self::group_key_of(&q.pod).as_ref() == Some(g))
-                .map(|q| (q.arrival, q.pod.clone()))
-                .collect();
-            cycles.push(GroupCycle::new(info, self.gate(GATE_GANG), members, self.scheduled_members(g)));
-            keys.push(g.clone());
-        }
-        let mut by_key: FxHashMap<PodKey, QueuedPod> =
-            pods.into_iter().map(|m| (m.pod.key.clone(), m)).collect();
-
-        let results = {
-            let ctx = GroupContext { placements: &self.placements, algo: &self.fw, config: &self.config };
-            let refs: Vec<&GroupCycle> = cycles.iter().collect();
-            hierarchical_assignment(&ctx, &mut self.snapshot, &mut self.tas.cache, &refs)
-        };
-        let secs = obs.elapsed_seconds(algorithm_timer);
-        obs.observe(METRIC_PODGROUP_ALGORITHM_DURATION, &[], secs);
-
-        for ((key, cycle), result) in keys.iter().zip(&cycles).zip(results) {
-            let Some(result) = result else { continue };
-            let mut take = |i: usize| cycle.pods.get(i).and_then(|p| by_key.remove(&p.key));
-            let (label, condition) = match result.outcome {
-                GroupOutcome::Scheduled { assignments, failures, .. } => {
-                    if let Some(value) = result.topology_assignment {
-                        if cycle.group.annotation(TOPOLOGY_ASSIGNMENT) != Some(value.as_str()) {
-                            out.push(Decision::PodGroupAnnotation {
-                                group: key.clone(),
-                                key: TOPOLOGY_ASSIGNMENT.to_string(),
-                                value,
-                            });
-                        }
-                    }
-                    let mut decided = Vec::new();
-                    for (i, node) in assignments {
-                        if let Some(q) = take(i) {
-                            decided.push((q, Ok(node)));
-                        }
-                    }
-                    for (i, message) in failures {
-                        if let Some(q) = take(i) {
-                            decided.push((q, Err((REASON_UNSCHEDULABLE, message))));
-                        }
-                    }
-                    for (q, d) in decided {
-                        match d {
-                            Ok(node) => self.bind(q, node, out),
-                            Err((reason, message)) => self.fail(q, reason, message, true, now_ms, out),
-                        }
-                    }
-                    ("scheduled", (true, REASON_SCHEDULED, String::new()))
-                }
-                GroupOutcome::Unschedulable { message, pod_messages } => {
-                    let mut failed = Vec::new();
-                    for (i, m) in pod_messages {
-                        if let Some(q) = take(i) {
-                            failed.push((q, m));
-                        }
-                    }
-                    for (q, m) in failed {
-                        self.fail(q, REASON_UNSCHEDULABLE, m, true, now_ms, out);
-                    }
-                    ("unschedulable", (false, REASON_UNSCHEDULABLE, message))
-                }
-                GroupOutcome::Error { message } => {
-                    let failed: Vec<QueuedPod> = (0..cycle.pods.len()).filter_map(&mut take).collect();
-                    for q in failed {
-                        self.fail(q, REASON_SCHEDULER_ERROR, message.clone(), true, now_ms, out);
-                    }
-                    ("error", (false, REASON_SCHEDULER_ERROR, message))
-                }
-                GroupOutcome::WaitingOnPreemption { .. } => {
-                    // Hierarchical cycles never preempt; nothing to do beyond the catch-all.
-                    ("unschedulable", (false, REASON_UNSCHEDULABLE, MSG_GROUP_UNSCHEDULABLE.to_string()))
-                }
-            };
-            let (status, reason, message) = condition;
-            self.set_condition(key, status, reason, message, out);
-            obs.count(METRIC_PODGROUP_ATTEMPTS, &[("result", label)], 1);
-            results_seen.push(label);
-        }
-
-        // Members without a verdict (should not happen) go back as unschedulable.
-        let mut rest: Vec<QueuedPod> = by_key.into_values().collect();
-        rest.sort_by_key(|q| q.arrival);
-        for q in rest {
-            self.fail(q, REASON_UNSCHEDULABLE, MSG_GROUP_UNSCHEDULABLE.to_string(), true, now_ms, out);
-        }
-        let secs = obs.elapsed_seconds(timer);
-        for label in results_seen {
-            obs.observe(METRIC_PODGROUP_ATTEMPT_DURATION, &[("result", label)], secs);
-        }
-        obs.observe(METRIC_PODGROUP_DURATION, &[], secs);
+        self.tas.unit_of(group).0
     }
 }
 
@@ -271,7 +125,9 @@ impl Engine {
 mod tests {
     use std::collections::BTreeMap;
 
-    use placer_api::annotations::{PODSET_SLICE_REQUIRED_TOPOLOGY, PODSET_UNCONSTRAINED_TOPOLOGY};
+    use placer_api::annotations::{
+        PODSET_SLICE_REQUIRED_TOPOLOGY, PODSET_UNCONSTRAINED_TOPOLOGY, TOPOLOGY_ASSIGNMENT,
+    };
     use serde_json::{json, Value};
 
     use super::*;

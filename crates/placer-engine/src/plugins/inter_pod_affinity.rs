@@ -17,18 +17,14 @@
 //! the label selector as `key in (value)` / `key notin (value)` with the owning pod's
 //! label values, as the API server does.
 
-use placer_api::k8s::api::core::v1::{PodAffinityTerm, WeightedPodAffinityTerm};
 use rustc_hash::FxHashMap;
-use smallvec::SmallVec;
 
+use crate::framework::helper::labels_or_empty;
+use crate::framework::{AffinityTerm, NodeId, PodInfo, PodTerms};
 use crate::framework::{
-    CycleState, FilterPlugin, FilterResult, PreResult, Rejection, ScorePlugin, MAX_NODE_SCORE,
+    CycleState, Dependence, FilterPlugin, FilterResult, PreResult, Rejection, ScorePlugin, MAX_NODE_SCORE,
 };
-use crate::model::{NodeId, PodInfo};
-use crate::plugins::helper::{
-    label_selector_matches, labels_or_empty, validate_label_selector, Labels, NamespaceLabels, SelectorError,
-};
-use crate::snapshot::{NodeState, Snapshot};
+use crate::framework::{NodeState, Snapshot};
 
 /// Plugin name.
 pub const NAME: &str = "InterPodAffinity";
@@ -42,155 +38,68 @@ pub const ERR_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rule
 /// term selecting the incoming pod adds to the score.
 pub const HARD_POD_AFFINITY_WEIGHT: i64 = 1;
 
-/// The pod (anti-)affinity terms of a pod, as slices of its `spec.affinity`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PodTerms<'a> {
-    pub required_affinity: &'a [PodAffinityTerm],
-    pub required_anti_affinity: &'a [PodAffinityTerm],
-    pub preferred_affinity: &'a [WeightedPodAffinityTerm],
-    pub preferred_anti_affinity: &'a [WeightedPodAffinityTerm],
+/// Counts per topology pair `(key, value)`, owning its strings so that it can live in the
+/// pod's [`crate::framework::CycleData`]; looked up by borrowed `&str`s.
+#[derive(Debug, Default)]
+pub struct TopologyCounts {
+    by_key: FxHashMap<Box<str>, FxHashMap<Box<str>, i64>>,
 }
 
-impl<'a> PodTerms<'a> {
-    /// The terms of `pod`.
-    pub fn of(pod: &'a PodInfo) -> PodTerms<'a> {
-        let Some(affinity) = pod.view.affinity.as_deref() else {
-            return PodTerms::default();
+impl TopologyCounts {
+    fn add(&mut self, key: &str, value: &str, n: i64) {
+        let values = match self.by_key.get_mut(key) {
+            Some(v) => v,
+            None => self.by_key.entry(key.into()).or_default(),
         };
-        let aff = affinity.pod_affinity.as_ref();
-        let anti = affinity.pod_anti_affinity.as_ref();
-        PodTerms {
-            required_affinity: aff
-                .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_deref())
-                .unwrap_or(&[]),
-            required_anti_affinity: anti
-                .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_deref())
-                .unwrap_or(&[]),
-            preferred_affinity: aff
-                .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_deref())
-                .unwrap_or(&[]),
-            preferred_anti_affinity: anti
-                .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_deref())
-                .unwrap_or(&[]),
-        }
-    }
-}
-
-/// One pod affinity term seen from the pod that owns it.
-#[derive(Debug, Clone)]
-pub struct AffinityTerm<'a> {
-    pub term: &'a PodAffinityTerm,
-    /// Namespace of the owning pod (the default when the term names no namespace).
-    pub owner_namespace: &'a str,
-    /// `matchLabelKeys` (true: `key in (value)`) and `mismatchLabelKeys` (false:
-    /// `key notin (value)`) resolved against the owning pod's labels.
-    pub label_keys: SmallVec<[(&'a str, &'a str, bool); 2]>,
-}
-
-impl<'a> AffinityTerm<'a> {
-    /// The term `term` of a pod in `owner_namespace` with labels `owner_labels`.
-    pub fn new(term: &'a PodAffinityTerm, owner_namespace: &'a str, owner_labels: &'a Labels) -> Self {
-        let mut label_keys = SmallVec::new();
-        if term.label_selector.is_some() {
-            for (keys, is_in) in [(&term.match_label_keys, true), (&term.mismatch_label_keys, false)] {
-                for k in keys.iter().flatten() {
-                    if let Some(v) = owner_labels.get(k) {
-                        label_keys.push((k.as_str(), v.as_str(), is_in));
-                    }
-                }
-            }
-        }
-        AffinityTerm { term, owner_namespace, label_keys }
-    }
-
-    /// The topology key.
-    pub fn topology_key(&self) -> &'a str {
-        &self.term.topology_key
-    }
-
-    /// Whether the term applies to pods of namespace `ns`.
-    pub fn selects_namespace(&self, ns: &str) -> bool {
-        let names = self.term.namespaces.as_deref().unwrap_or(&[]);
-        match &self.term.namespace_selector {
-            None if names.is_empty() => ns == self.owner_namespace,
-            sel => {
-                names.iter().any(|n| n == ns)
-                    || sel.as_ref().is_some_and(|s| label_selector_matches(s, &NamespaceLabels(ns)))
+        match values.get_mut(value) {
+            Some(c) => *c += n,
+            None => {
+                values.insert(value.into(), n);
             }
         }
     }
 
-    /// Whether the term selects a pod of namespace `ns` with labels `labels` (a term
-    /// without a label selector selects nothing).
-    pub fn matches(&self, ns: &str, labels: &Labels) -> bool {
-        let Some(sel) = &self.term.label_selector else { return false };
-        self.selects_namespace(ns)
-            && label_selector_matches(sel, labels)
-            && self
-                .label_keys
-                .iter()
-                .all(|&(k, v, is_in)| (labels.get(k).map(String::as_str) == Some(v)) == is_in)
+    /// The count of `(key, value)` (0 when absent).
+    pub fn get(&self, key: &str, value: &str) -> i64 {
+        self.by_key.get(key).and_then(|v| v.get(value)).copied().unwrap_or(0)
     }
 
-    /// Whether the term selects `pod`.
-    pub fn matches_pod(&self, pod: &PodInfo) -> bool {
-        self.matches(&pod.key.namespace, pod.labels())
-    }
-
-    /// Checks the term's selectors as the API server would.
-    pub fn validate(&self) -> Result<(), SelectorError> {
-        if let Some(sel) = &self.term.label_selector {
-            validate_label_selector(sel)?;
-        }
-        if let Some(sel) = &self.term.namespace_selector {
-            validate_label_selector(sel)?;
-        }
-        Ok(())
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
     }
 }
 
-/// Counts per topology pair `(key, value)`.
-pub type TopologyCounts<'a> = FxHashMap<(&'a str, &'a str), i64>;
-
-/// Topology pair of `node` for `key`, borrowing from the node object.
+/// Topology pair of `node` for `key`.
 fn pair<'a>(node: &'a NodeState, key: &str) -> Option<(&'a str, &'a str)> {
     node.info.labels().and_then(|l| l.get_key_value(key)).map(|(k, v)| (k.as_str(), v.as_str()))
 }
 
-fn bump<'a>(counts: &mut TopologyCounts<'a>, node: &'a NodeState, key: &str, value: i64) {
-    if let Some(p) = pair(node, key) {
-        *counts.entry(p).or_insert(0) += value;
+fn bump(counts: &mut TopologyCounts, node: &NodeState, key: &str, value: i64) {
+    if let Some((k, v)) = pair(node, key) {
+        counts.add(k, v, value);
     }
 }
 
 /// PreFilter state.
 #[derive(Debug, Default)]
-pub struct FilterState<'a> {
+pub struct FilterState {
     /// Existing pods whose required anti-affinity selects the incoming pod.
-    pub existing_anti_affinity: TopologyCounts<'a>,
+    pub existing_anti_affinity: TopologyCounts,
     /// Existing pods matching all of the incoming pod's required affinity terms.
-    pub affinity: TopologyCounts<'a>,
+    pub affinity: TopologyCounts,
     /// Existing pods matching each required anti-affinity term of the incoming pod.
-    pub anti_affinity: TopologyCounts<'a>,
+    pub anti_affinity: TopologyCounts,
 }
 
 /// PreScore state: score contributions per topology key and value.
 #[derive(Debug, Default)]
-pub struct ScoreState<'a> {
-    pub topology_score: Vec<(&'a str, FxHashMap<&'a str, i64>)>,
+pub struct ScoreState {
+    pub topology_score: TopologyCounts,
 }
 
-impl<'a> ScoreState<'a> {
-    fn add(&mut self, node: &'a NodeState, key: &str, value: i64) {
-        let Some((k, v)) = pair(node, key) else { return };
-        let i = match self.topology_score.iter().position(|(tk, _)| *tk == k) {
-            Some(i) => i,
-            None => {
-                self.topology_score.push((k, FxHashMap::default()));
-                self.topology_score.len() - 1
-            }
-        };
-        *self.topology_score[i].1.entry(v).or_insert(0) += value;
+impl ScoreState {
+    fn add(&mut self, node: &NodeState, key: &str, value: i64) {
+        bump(&mut self.topology_score, node, key, value);
     }
 }
 
@@ -201,6 +110,17 @@ pub struct InterPodAffinity;
 impl FilterPlugin for InterPodAffinity {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    fn dependence(&self, pod: &PodInfo) -> Dependence {
+        // Without terms of its own, the verdict depends on existing pods' anti-affinity
+        // only, which placing copies of this pod does not change.
+        let terms = crate::framework::PodTerms::of(pod);
+        if terms.required_affinity.is_empty() && terms.required_anti_affinity.is_empty() {
+            Dependence::NodeLocal
+        } else {
+            Dependence::OtherPods
+        }
     }
 
     fn pre_filter<'a>(&self, state: &mut CycleState<'a>, snap: &'a Snapshot) -> Result<PreResult, Rejection> {
@@ -248,12 +168,12 @@ impl FilterPlugin for InterPodAffinity {
         if !has_terms && s.existing_anti_affinity.is_empty() {
             return Ok(PreResult::Skip);
         }
-        state.plugins.inter_pod_affinity = Some(s);
+        state.data.write(NAME, s);
         Ok(PreResult::Run)
     }
 
     fn filter(&self, state: &CycleState<'_>, _snap: &Snapshot, node: &NodeState) -> FilterResult {
-        let Some(s) = state.plugins.inter_pod_affinity.as_ref() else { return Ok(()) };
+        let Some(s) = state.data.read::<FilterState>(NAME) else { return Ok(()) };
         let parsed = &state.parsed;
         let node_labels = labels_or_empty(node.info.labels());
 
@@ -263,7 +183,7 @@ impl FilterPlugin for InterPodAffinity {
             let Some(v) = node_labels.get(t.topology_key()) else {
                 return Err(Rejection::unresolvable(NAME, ERR_AFFINITY));
             };
-            if s.affinity.get(&(t.topology_key(), v.as_str())).copied().unwrap_or(0) <= 0 {
+            if s.affinity.get(t.topology_key(), v) <= 0 {
                 pods_exist = false;
             }
         }
@@ -278,7 +198,7 @@ impl FilterPlugin for InterPodAffinity {
         if !s.anti_affinity.is_empty() {
             for t in &parsed.required_anti_affinity {
                 if let Some(v) = node_labels.get(t.topology_key()) {
-                    if s.anti_affinity.get(&(t.topology_key(), v.as_str())).copied().unwrap_or(0) > 0 {
+                    if s.anti_affinity.get(t.topology_key(), v) > 0 {
                         return Err(Rejection::unschedulable(NAME, ERR_ANTI_AFFINITY));
                     }
                 }
@@ -287,7 +207,7 @@ impl FilterPlugin for InterPodAffinity {
 
         if !s.existing_anti_affinity.is_empty() {
             for (k, v) in node_labels {
-                if s.existing_anti_affinity.get(&(k.as_str(), v.as_str())).copied().unwrap_or(0) > 0 {
+                if s.existing_anti_affinity.get(k, v) > 0 {
                     return Err(Rejection::unschedulable(NAME, ERR_EXISTING_ANTI_AFFINITY));
                 }
             }
@@ -299,6 +219,10 @@ impl FilterPlugin for InterPodAffinity {
 impl ScorePlugin for InterPodAffinity {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    fn node_local(&self) -> bool {
+        false
     }
 
     fn default_weight(&self) -> i64 {
@@ -372,22 +296,23 @@ impl ScorePlugin for InterPodAffinity {
         if s.topology_score.is_empty() {
             return PreResult::Skip;
         }
-        state.plugins.inter_pod_affinity_score = Some(s);
+        state.data.write(NAME, s);
         PreResult::Run
     }
 
     fn score(&self, state: &CycleState<'_>, _snap: &Snapshot, _id: NodeId, node: &NodeState) -> i64 {
-        let Some(s) = state.plugins.inter_pod_affinity_score.as_ref() else { return 0 };
+        let Some(s) = state.data.read::<ScoreState>(NAME) else { return 0 };
         let labels = labels_or_empty(node.info.labels());
         s.topology_score
+            .by_key
             .iter()
-            .filter_map(|(k, values)| labels.get(*k).and_then(|v| values.get(v.as_str())))
+            .filter_map(|(k, values)| labels.get(&**k).and_then(|v| values.get(v.as_str())))
             .sum()
     }
 
     /// Min-max scaling to `0..=100`.
     fn normalize(&self, state: &CycleState<'_>, _feasible: &[NodeId], scores: &mut [i64]) {
-        if state.plugins.inter_pod_affinity_score.as_ref().is_none_or(|s| s.topology_score.is_empty()) {
+        if state.data.read::<ScoreState>(NAME).is_none_or(|s| s.topology_score.is_empty()) {
             return;
         }
         let (Some(&min), Some(&max)) = (scores.iter().min(), scores.iter().max()) else { return };
@@ -412,7 +337,7 @@ mod tests {
     const ZONE: &str = "topology.kubernetes.io/zone";
 
     fn fw() -> Framework {
-        Framework::new(&SchedulerConfig::default())
+        crate::plugins::pod_framework(&SchedulerConfig::default())
     }
 
     fn zoned(name: &str, zone: &str) -> crate::model::NodeStatic {
@@ -595,7 +520,7 @@ mod tests {
             for other in ["NodeResourcesFit", "NodeResourcesBalancedAllocation", "TaintToleration"] {
                 config.plugin_weights.insert(other.into(), 0);
             }
-            Framework::new(&config)
+            crate::plugins::pod_framework(&config)
         };
         assert_eq!(find_node(&fw_only, &snap, &avoid, snap.node_ids()), Ok(snap.node_id("a").unwrap()));
     }

@@ -13,15 +13,22 @@
 //! in the same PodGroup cycle count like bound ones.
 //!
 //! Placement plugins (KEP-5732) live in `placement_*.rs` files.
+//!
+//! Every plugin is registered once, by name, in [`registry`]; a profile's
+//! `plugins.<point>.disabled` / `enabled` select from it. A plugin file imports only
+//! [`crate::framework`]. A new plugin is one new file here plus one line in [`registry`]
+//! (and its `mod` line).
 
-pub mod helper;
+#[cfg(test)]
+mod example_node_label;
+#[cfg(test)]
+mod example_small_placement;
 pub mod inter_pod_affinity;
 pub mod node_affinity;
 pub mod node_name;
 pub mod node_ports;
 pub mod node_resources;
 pub mod node_unschedulable;
-pub mod normalize;
 pub mod placement_gang;
 pub mod placement_pods_count;
 pub mod placement_resources;
@@ -32,137 +39,76 @@ pub mod taint_toleration;
 #[cfg(test)]
 pub(crate) mod testing;
 
-use placer_api::k8s::api::core::v1::{
-    NodeSelectorTerm, PreferredSchedulingTerm, Toleration, TopologySpreadConstraint,
-};
+use placer_api::gates::Gate;
 
-use crate::config::SchedulerConfig;
-use crate::framework::Framework;
-use crate::model::{NodeStatic, PodInfo};
-use helper::{labels_or_empty, node_selector_terms_match, Labels};
-use inter_pod_affinity::AffinityTerm;
+use crate::framework::Registry;
 
-/// A pod's scheduling constraints, read once per scheduling attempt and borrowed from its
-/// [`crate::model::PodSchedulingView`] (no copies of selectors or tolerations).
-#[derive(Debug, Clone)]
-pub struct ParsedPod<'a> {
-    pub pod: &'a PodInfo,
-    pub namespace: &'a str,
-    pub labels: &'a Labels,
-    /// `spec.nodeName` (non-empty).
-    pub node_name: Option<&'a str>,
-    pub tolerations: &'a [Toleration],
-    /// `spec.nodeSelector` (non-empty).
-    pub node_selector: Option<&'a Labels>,
-    /// `requiredDuringScheduling` node selector terms, when set (an empty list selects
-    /// no node).
-    pub required_node_terms: Option<&'a [NodeSelectorTerm]>,
-    pub preferred_node_terms: &'a [PreferredSchedulingTerm],
-    pub required_affinity: Vec<AffinityTerm<'a>>,
-    pub required_anti_affinity: Vec<AffinityTerm<'a>>,
-    /// Preferred pod affinity terms with their weights.
-    pub preferred_affinity: Vec<(i64, AffinityTerm<'a>)>,
-    /// Preferred pod anti-affinity terms with their weights.
-    pub preferred_anti_affinity: Vec<(i64, AffinityTerm<'a>)>,
-    pub spread_constraints: &'a [TopologySpreadConstraint],
+/// Every plugin Placer has, by name and extension point; registration order is execution
+/// order. The defaults are kube-scheduler v1.36's profile and KEP-5732's placement plugins.
+pub fn registry() -> Registry {
+    let mut r = Registry::new();
+    // Filters, in kube's order.
+    r.filter(node_unschedulable::NAME, |_| Some(Box::new(node_unschedulable::NodeUnschedulable)));
+    r.filter(node_name::NAME, |_| Some(Box::new(node_name::NodeName)));
+    r.filter(taint_toleration::NAME, |_| Some(Box::new(taint_toleration::TaintToleration)));
+    r.filter(node_affinity::NAME, |_| Some(Box::new(node_affinity::NodeAffinity)));
+    r.filter(node_ports::NAME, |_| Some(Box::new(node_ports::NodePorts)));
+    r.filter(node_resources::FIT_NAME, |c| Some(Box::new(node_resources::NodeResourcesFit::new(c))));
+    r.filter(pod_topology_spread::NAME, |_| Some(Box::new(pod_topology_spread::PodTopologySpread)));
+    r.filter(inter_pod_affinity::NAME, |_| Some(Box::new(inter_pod_affinity::InterPodAffinity)));
+    #[cfg(test)]
+    r.filter(example_node_label::NAME, |_| Some(Box::new(example_node_label::ExampleNodeLabel)))
+        .off_by_default();
+    // Score plugins with kube's default weights.
+    r.score(taint_toleration::NAME, 3, |_| Some(Box::new(taint_toleration::TaintToleration)));
+    r.score(node_affinity::NAME, 2, |_| Some(Box::new(node_affinity::NodeAffinity)));
+    r.score(node_resources::FIT_NAME, 1, |c| Some(Box::new(node_resources::NodeResourcesFit::new(c))));
+    r.score(pod_topology_spread::NAME, 2, |_| Some(Box::new(pod_topology_spread::PodTopologySpread)));
+    r.score(inter_pod_affinity::NAME, 2, |_| Some(Box::new(inter_pod_affinity::InterPodAffinity)));
+    r.score(node_resources::BALANCED_NAME, 1, |_| {
+        Some(Box::new(node_resources::BalancedAllocation::default()))
+    });
+    // Placement plugins (KEP-5732).
+    r.placement_generate(placement_topology::NAME, |_| {
+        Some(Box::new(placement_topology::TopologyPlacementGenerator))
+    });
+    r.placement_feasible(placement_gang::NAME, |c| {
+        c.gates.enabled(Gate::GangScheduling).then(|| Box::new(placement_gang::GangScheduling) as _)
+    });
+    r.placement_score(placement_pods_count::NAME, 1, |_| {
+        Some(Box::new(placement_pods_count::PodGroupPodsCount))
+    });
+    #[cfg(test)]
+    r.placement_score(example_small_placement::NAME, 1, |_| {
+        Some(Box::new(example_small_placement::ExampleSmallPlacement))
+    })
+    .off_by_default();
+    r.placement_score(placement_resources::NAME, 1, |c| {
+        Some(Box::new(placement_resources::NodeResourcesFitPlacement::new(&c.placement_scoring_strategy)))
+    });
+    r
 }
 
-impl<'a> ParsedPod<'a> {
-    /// Reads the pod's constraints.
-    pub fn new(pod: &'a PodInfo) -> ParsedPod<'a> {
-        let view = &*pod.view;
-        let namespace = &*pod.key.namespace;
-        let labels = pod.labels();
-        let node_affinity = view.affinity.as_deref().and_then(|a| a.node_affinity.as_ref());
-        let terms = inter_pod_affinity::PodTerms::of(pod);
-        let term = |t| AffinityTerm::new(t, namespace, labels);
-        ParsedPod {
-            pod,
-            namespace,
-            labels,
-            node_name: pod.node_name.as_deref(),
-            tolerations: &view.tolerations,
-            node_selector: Some(&view.node_selector).filter(|m| !m.is_empty()),
-            required_node_terms: node_affinity
-                .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
-                .map(|s| s.node_selector_terms.as_slice()),
-            preferred_node_terms: node_affinity
-                .and_then(|n| n.preferred_during_scheduling_ignored_during_execution.as_deref())
-                .unwrap_or(&[]),
-            required_affinity: terms.required_affinity.iter().map(term).collect(),
-            required_anti_affinity: terms.required_anti_affinity.iter().map(term).collect(),
-            preferred_affinity: terms
-                .preferred_affinity
-                .iter()
-                .map(|w| (i64::from(w.weight), term(&w.pod_affinity_term)))
-                .collect(),
-            preferred_anti_affinity: terms
-                .preferred_anti_affinity
-                .iter()
-                .map(|w| (i64::from(w.weight), term(&w.pod_affinity_term)))
-                .collect(),
-            spread_constraints: &view.topology_spread_constraints,
-        }
-    }
-
-    /// Whether the node satisfies `spec.nodeSelector` and the required node affinity
-    /// (kube's `RequiredNodeAffinity.Match`).
-    pub fn matches_node_selector_and_affinity(&self, node: &NodeStatic) -> bool {
-        let labels = labels_or_empty(node.labels());
-        if let Some(sel) = self.node_selector {
-            if !sel.iter().all(|(k, v)| labels.get(k) == Some(v)) {
-                return false;
-            }
-        }
-        match self.required_node_terms {
-            Some(terms) => node_selector_terms_match(terms, &node.name, labels),
-            None => true,
-        }
-    }
+/// The pod-level framework of `config`'s profile.
+pub fn pod_framework(config: &crate::framework::SchedulerConfig) -> crate::framework::Framework {
+    registry().pod_framework(config)
 }
 
-/// PreFilter / PreScore state of the built-in plugins for one pod.
-#[derive(Debug, Default)]
-pub struct PluginStates<'a> {
-    pub inter_pod_affinity: Option<inter_pod_affinity::FilterState<'a>>,
-    pub inter_pod_affinity_score: Option<inter_pod_affinity::ScoreState<'a>>,
-    pub pod_topology_spread: Option<pod_topology_spread::FilterState<'a>>,
-    pub pod_topology_spread_score: Option<pod_topology_spread::ScoreState<'a>>,
-}
-
-/// Registers kube-scheduler's default pod-level plugins, filters in kube's order, score
-/// plugins with weights from `config`.
-pub fn register_defaults(fw: &mut Framework, config: &SchedulerConfig) {
-    fw.add_filter(Box::new(node_unschedulable::NodeUnschedulable));
-    fw.add_filter(Box::new(node_name::NodeName));
-    fw.add_filter(Box::new(taint_toleration::TaintToleration));
-    fw.add_filter(Box::new(node_affinity::NodeAffinity));
-    fw.add_filter(Box::new(node_ports::NodePorts));
-    fw.add_filter(Box::new(node_resources::NodeResourcesFit::new(config)));
-    fw.add_filter(Box::new(pod_topology_spread::PodTopologySpread));
-    fw.add_filter(Box::new(inter_pod_affinity::InterPodAffinity));
-
-    let scores: Vec<Box<dyn crate::framework::ScorePlugin>> = vec![
-        Box::new(taint_toleration::TaintToleration),
-        Box::new(node_affinity::NodeAffinity),
-        Box::new(node_resources::NodeResourcesFit::new(config)),
-        Box::new(pod_topology_spread::PodTopologySpread),
-        Box::new(inter_pod_affinity::InterPodAffinity),
-        Box::new(node_resources::BalancedAllocation::default()),
-    ];
-    for p in scores {
-        let weight = config.weight(p.name(), p.default_weight());
-        fw.add_score(p, weight);
-    }
+/// The placement framework of `config`'s profile.
+pub fn placement_framework(
+    config: &crate::framework::SchedulerConfig,
+) -> crate::framework::PlacementFramework {
+    registry().placement_framework(config)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+
+    use crate::framework::SchedulerConfig;
 
     #[test]
     fn default_profile_matches_kube_scheduler() {
-        let fw = Framework::new(&SchedulerConfig::default());
+        let fw = crate::plugins::pod_framework(&SchedulerConfig::default());
         assert_eq!(
             fw.filter_names(),
             vec![
@@ -194,7 +140,7 @@ mod tests {
         let mut config = SchedulerConfig::default();
         config.plugin_weights.insert("NodeResourcesFit".into(), 5);
         config.plugin_weights.insert("TaintToleration".into(), 0);
-        let fw = Framework::new(&config);
+        let fw = crate::plugins::pod_framework(&config);
         let weights = fw.score_weights();
         assert!(weights.contains(&("NodeResourcesFit", 5)));
         assert!(!weights.iter().any(|(n, _)| *n == "TaintToleration"));

@@ -5,13 +5,14 @@
 //! `In` (kube's `PreFilterResult`); the other nodes then read
 //! `node(s) didn't satisfy plugin(s) [NodeAffinity]`.
 
+use crate::framework::helper::{labels_or_empty, node_selector_term_is_empty, node_selector_term_matches};
+use crate::framework::normalize::default_normalize;
+use crate::framework::NodeId;
 use crate::framework::{
-    CycleState, FilterPlugin, FilterResult, PreResult, Rejection, ScorePlugin, MAX_NODE_SCORE,
+    CycleState, Dependence, FilterPlugin, FilterResult, PodInfo, PreResult, Rejection, ScorePlugin,
+    MAX_NODE_SCORE,
 };
-use crate::model::NodeId;
-use crate::plugins::helper::{labels_or_empty, node_selector_term_is_empty, node_selector_term_matches};
-use crate::plugins::normalize::default_normalize;
-use crate::snapshot::{NodeState, Snapshot};
+use crate::framework::{NodeState, Snapshot};
 
 /// Plugin name.
 pub const NAME: &str = "NodeAffinity";
@@ -27,6 +28,10 @@ pub struct NodeAffinity;
 impl FilterPlugin for NodeAffinity {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    fn dependence(&self, _pod: &PodInfo) -> Dependence {
+        Dependence::NodeLocal
     }
 
     fn pre_filter<'a>(
@@ -135,7 +140,7 @@ mod tests {
     use crate::SchedulerConfig;
 
     fn fw() -> Framework {
-        Framework::new(&SchedulerConfig::default())
+        crate::plugins::pod_framework(&SchedulerConfig::default())
     }
 
     #[test]

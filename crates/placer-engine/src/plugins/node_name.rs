@@ -1,7 +1,7 @@
 //! `NodeName`: a pod with `spec.nodeName` fits only that node.
 
-use crate::framework::{CycleState, FilterPlugin, FilterResult, PreResult, Rejection};
-use crate::snapshot::{NodeState, Snapshot};
+use crate::framework::{CycleState, Dependence, FilterPlugin, FilterResult, PodInfo, PreResult, Rejection};
+use crate::framework::{NodeState, Snapshot};
 
 /// Plugin name.
 pub const NAME: &str = "NodeName";
@@ -15,6 +15,10 @@ pub struct NodeName;
 impl FilterPlugin for NodeName {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    fn dependence(&self, _pod: &PodInfo) -> Dependence {
+        Dependence::NodeLocal
     }
 
     fn pre_filter(&self, state: &mut CycleState<'_>, _snap: &Snapshot) -> Result<PreResult, Rejection> {
@@ -33,11 +37,11 @@ impl FilterPlugin for NodeName {
 mod tests {
     use crate::plugins::testing::{node, pod, snapshot_with};
     use crate::schedule_one::filter_node;
-    use crate::{framework::Code, framework::Framework, SchedulerConfig};
+    use crate::{framework::Code, SchedulerConfig};
 
     #[test]
     fn pod_with_node_name_fits_only_that_node() {
-        let fw = Framework::new(&SchedulerConfig::default());
+        let fw = crate::plugins::pod_framework(&SchedulerConfig::default());
         let snap = snapshot_with(vec![node("a").build(), node("b").build()], vec![]);
         let p = pod("p").on("b").build();
         let st = filter_node(&fw, &snap, &p, snap.node_id("a").unwrap());

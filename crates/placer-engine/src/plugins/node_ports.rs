@@ -6,9 +6,9 @@
 
 use placer_api::k8s::api::core::v1::ContainerPort;
 
-use crate::framework::{CycleState, FilterPlugin, FilterResult, PreResult, Rejection};
-use crate::model::PodInfo;
-use crate::snapshot::{NodeState, Snapshot};
+use crate::framework::PodInfo;
+use crate::framework::{CycleState, Dependence, FilterPlugin, FilterResult, PreResult, Rejection};
+use crate::framework::{NodeState, Snapshot};
 
 /// Plugin name.
 pub const NAME: &str = "NodePorts";
@@ -44,6 +44,14 @@ impl FilterPlugin for NodePorts {
         NAME
     }
 
+    fn dependence(&self, pod: &PodInfo) -> Dependence {
+        if pod.view.host_ports.is_empty() {
+            Dependence::NodeLocal
+        } else {
+            Dependence::SameNodePods
+        }
+    }
+
     fn pre_filter<'a>(
         &self,
         state: &mut CycleState<'a>,
@@ -67,7 +75,7 @@ impl FilterPlugin for NodePorts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::framework::{Code, Framework};
+    use crate::framework::Code;
     use crate::plugins::testing::{node, pod, snapshot_with, PodBuilder};
     use crate::schedule_one::filter_node;
     use crate::SchedulerConfig;
@@ -85,7 +93,7 @@ mod tests {
 
     #[test]
     fn a_used_host_port_rejects_the_node() {
-        let fw = Framework::new(&SchedulerConfig::default());
+        let fw = crate::plugins::pod_framework(&SchedulerConfig::default());
         let used = with_port(pod("old").on("a"), None, None, 8080);
         let snap = snapshot_with(vec![node("a").build()], vec![used]);
         let id = snap.node_ids()[0];

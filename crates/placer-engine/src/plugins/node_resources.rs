@@ -13,13 +13,13 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::config::{SchedulerConfig, ScoringStrategy};
 use crate::framework::{
     CycleState, FilterPlugin, FilterResult, PreResult, Rejection, ScorePlugin, MAX_NODE_SCORE,
 };
-use crate::model::{NodeId, PodInfo};
-use crate::resources::{Resources, CPU, EPHEMERAL_STORAGE, MEMORY};
-use crate::snapshot::{NodeState, Snapshot, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST};
+use crate::framework::{Dependence, SchedulerConfig, ScoringStrategy};
+use crate::framework::{NodeId, PodInfo};
+use crate::framework::{NodeState, Snapshot, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST};
+use crate::framework::{Resources, CPU, EPHEMERAL_STORAGE, MEMORY};
 
 /// Plugin name of `NodeResourcesFit`.
 pub const FIT_NAME: &str = "NodeResourcesFit";
@@ -289,6 +289,10 @@ impl NodeResourcesFit {
 impl FilterPlugin for NodeResourcesFit {
     fn name(&self) -> &'static str {
         FIT_NAME
+    }
+
+    fn dependence(&self, _pod: &PodInfo) -> Dependence {
+        Dependence::PlainResources
     }
 
     fn filter(&self, state: &CycleState<'_>, _snap: &Snapshot, node: &NodeState) -> FilterResult {

@@ -1,9 +1,9 @@
 //! `NodeUnschedulable`: nodes with `spec.unschedulable` only take pods that tolerate
 //! `node.kubernetes.io/unschedulable:NoSchedule`.
 
-use crate::framework::{CycleState, FilterPlugin, FilterResult, Rejection};
-use crate::plugins::helper::{tolerations_tolerate, TaintRef, NO_SCHEDULE, TAINT_UNSCHEDULABLE};
-use crate::snapshot::{NodeState, Snapshot};
+use crate::framework::helper::{tolerations_tolerate, TaintRef, NO_SCHEDULE, TAINT_UNSCHEDULABLE};
+use crate::framework::{CycleState, Dependence, FilterPlugin, FilterResult, PodInfo, Rejection};
+use crate::framework::{NodeState, Snapshot};
 
 /// Plugin name.
 pub const NAME: &str = "NodeUnschedulable";
@@ -17,6 +17,10 @@ pub struct NodeUnschedulable;
 impl FilterPlugin for NodeUnschedulable {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    fn dependence(&self, _pod: &PodInfo) -> Dependence {
+        Dependence::NodeLocal
     }
 
     fn filter(&self, state: &CycleState<'_>, _snap: &Snapshot, node: &NodeState) -> FilterResult {
@@ -35,11 +39,11 @@ impl FilterPlugin for NodeUnschedulable {
 mod tests {
     use crate::plugins::testing::{node, pod, snapshot_with};
     use crate::schedule_one::filter_node;
-    use crate::{framework::Code, framework::Framework, SchedulerConfig};
+    use crate::{framework::Code, SchedulerConfig};
 
     #[test]
     fn unschedulable_nodes_reject_pods_unless_tolerated() {
-        let fw = Framework::new(&SchedulerConfig::default());
+        let fw = crate::plugins::pod_framework(&SchedulerConfig::default());
         let snap = snapshot_with(vec![node("n1").cpu("1").unschedulable().build()], vec![]);
         let id = snap.node_ids()[0];
         let st = filter_node(&fw, &snap, &pod("p").build(), id);

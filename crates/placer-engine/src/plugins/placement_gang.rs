@@ -7,9 +7,9 @@
 //!
 //! Basic groups use minCount 1.
 
+use crate::framework::GroupCycle;
 use crate::framework::{Code, Status};
-use crate::placement::{PlacementFeasible, PlacementProgress};
-use crate::podgroup::GroupCycle;
+use crate::framework::{PlacementFeasible, PlacementProgress};
 
 /// Plugin name.
 pub const NAME: &str = "GangScheduling";

@@ -2,10 +2,10 @@
 //! scheduled (bound or assumed) + pods placed in the placement; normalized to
 //! `raw * 100 / max(raw)`. minCount is deliberately not used. All raw scores 0 is an error.
 
+use crate::framework::GroupCycle;
+use crate::framework::Snapshot;
+use crate::framework::{PlacementCandidate, PlacementScore};
 use crate::framework::{Status, MAX_NODE_SCORE};
-use crate::placement::{PlacementCandidate, PlacementScore};
-use crate::podgroup::GroupCycle;
-use crate::snapshot::Snapshot;
 
 /// Plugin name.
 pub const NAME: &str = "PodGroupPodsCount";

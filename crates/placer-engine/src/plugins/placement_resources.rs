@@ -13,12 +13,12 @@
 //! Examples (upstream tas_test.go): 3 pods x 1 cpu on two 2-cpu nodes -> 75; on three
 //! 2-cpu nodes already holding 2 cpu -> 83.
 
-use crate::config::ScoringStrategy;
+use crate::framework::GroupCycle;
+use crate::framework::Resources;
+use crate::framework::ScoringStrategy;
+use crate::framework::Snapshot;
+use crate::framework::{requested_after, PlacementCandidate, PlacementScore};
 use crate::framework::{Status, MAX_NODE_SCORE};
-use crate::placement::{requested_after, PlacementCandidate, PlacementScore};
-use crate::podgroup::GroupCycle;
-use crate::resources::Resources;
-use crate::snapshot::Snapshot;
 
 /// Plugin name (shared with the pod-level plugin, and so is its weight).
 pub const NAME: &str = "NodeResourcesFit";

@@ -15,11 +15,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::framework::GroupCycle;
+use crate::framework::NodeId;
+use crate::framework::Snapshot;
 use crate::framework::Status;
-use crate::model::NodeId;
-use crate::placement::{GeneratedPlacements, Placement, PlacementGenerate};
-use crate::podgroup::GroupCycle;
-use crate::snapshot::Snapshot;
+use crate::framework::{GeneratedPlacements, Placement, PlacementGenerate};
 
 /// Plugin name.
 pub const NAME: &str = "TopologyPlacementGenerator";

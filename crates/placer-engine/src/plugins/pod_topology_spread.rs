@@ -12,21 +12,16 @@
 //! The system default constraints (built from Services / ReplicaSets / StatefulSets
 //! selecting the pod) are not applied: the engine does not see those objects.
 
-use placer_api::k8s::api::core::v1::TopologySpreadConstraint;
-use placer_api::k8s::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use rustc_hash::{FxHashMap, FxHashSet};
-use smallvec::SmallVec;
 
+use crate::framework::helper::{labels_or_empty, validate_label_selector};
+use crate::framework::NodeId;
 use crate::framework::{
-    CycleState, FilterPlugin, FilterResult, PreResult, Rejection, ScorePlugin, MAX_NODE_SCORE,
+    CycleState, Dependence, FilterPlugin, FilterResult, PodInfo, PreResult, Rejection, ScorePlugin,
+    MAX_NODE_SCORE,
 };
-use crate::model::NodeId;
-use crate::plugins::helper::{
-    first_untolerated_taint, label_selector_is_empty, label_selector_matches, labels_or_empty,
-    validate_label_selector, Labels,
-};
-use crate::plugins::ParsedPod;
-use crate::snapshot::{NodeState, Snapshot};
+use crate::framework::{NodeState, Snapshot};
+use crate::framework::{ParsedPod, SpreadConstraint};
 
 /// Plugin name.
 pub const NAME: &str = "PodTopologySpread";
@@ -38,87 +33,18 @@ pub const ERR_NODE_LABEL_NOT_MATCH: &str =
 
 const HOSTNAME: &str = "kubernetes.io/hostname";
 
-/// One constraint of the pod, with its selector merged with `matchLabelKeys`.
-#[derive(Debug, Clone)]
-pub struct Constraint<'a> {
-    pub max_skew: i64,
-    pub topology_key: &'a str,
-    /// `None`: the constraint has no label selector and selects nothing.
-    pub selector: Option<&'a LabelSelector>,
-    /// `matchLabelKeys` resolved against the pod's labels: `key = value` requirements.
-    pub label_keys: SmallVec<[(&'a str, &'a str); 2]>,
-    pub min_domains: i64,
-    /// `nodeAffinityPolicy: Honor` (the default).
-    pub honor_node_affinity: bool,
-    /// `nodeTaintsPolicy: Honor` (default `Ignore`).
-    pub honor_node_taints: bool,
-}
-
-impl<'a> Constraint<'a> {
-    fn new(c: &'a TopologySpreadConstraint, pod_labels: &'a Labels) -> Self {
-        let mut label_keys = SmallVec::new();
-        if c.label_selector.is_some() {
-            for k in c.match_label_keys.iter().flatten() {
-                if let Some(v) = pod_labels.get(k) {
-                    label_keys.push((k.as_str(), v.as_str()));
-                }
-            }
-        }
-        Constraint {
-            max_skew: i64::from(c.max_skew),
-            topology_key: &c.topology_key,
-            selector: c.label_selector.as_ref(),
-            label_keys,
-            min_domains: i64::from(c.min_domains.unwrap_or(1)),
-            honor_node_affinity: c.node_affinity_policy.as_deref() != Some("Ignore"),
-            honor_node_taints: c.node_taints_policy.as_deref() == Some("Honor"),
-        }
-    }
-
-    /// Whether the selector selects these labels.
-    pub fn selects(&self, labels: &Labels) -> bool {
-        let Some(sel) = self.selector else { return false };
-        label_selector_matches(sel, labels)
-            && self.label_keys.iter().all(|&(k, v)| labels.get(k).map(String::as_str) == Some(v))
-    }
-
-    /// A selector without requirements counts no pods (kube's `selector.Empty()`).
-    fn counts_nothing(&self) -> bool {
-        self.selector.is_none_or(|s| label_selector_is_empty(s) && self.label_keys.is_empty())
-    }
-
-    /// Matching pods on the node: same namespace, not terminating, selected.
-    fn count_on(&self, node: &NodeState, namespace: &str) -> i64 {
-        if self.counts_nothing() {
-            return 0;
-        }
-        node.pods
-            .iter()
-            .filter(|p| !p.deleting && &*p.key.namespace == namespace && self.selects(p.labels()))
-            .count() as i64
-    }
-
-    /// Whether the node's domain is eligible under the inclusion policies.
-    fn includes(&self, parsed: &ParsedPod<'_>, node: &NodeState) -> bool {
-        (!self.honor_node_affinity || parsed.matches_node_selector_and_affinity(&node.info))
-            && (!self.honor_node_taints || first_untolerated_taint(&node.info, parsed.tolerations).is_none())
-    }
-}
-
-/// The pod's constraints with `whenUnsatisfiable == when`.
-fn constraints<'a>(parsed: &ParsedPod<'a>, when: &str) -> Result<Vec<Constraint<'a>>, Rejection> {
-    let mut out = Vec::new();
+/// Checks the selectors of the pod's constraints with `whenUnsatisfiable == when`.
+fn validate(parsed: &ParsedPod<'_>, when: &str) -> Result<(), Rejection> {
     for c in parsed.spread_constraints.iter().filter(|c| c.when_unsatisfiable == when) {
         if let Some(sel) = &c.label_selector {
             validate_label_selector(sel)
                 .map_err(|e| Rejection::unresolvable(NAME, format!("get constraints from pod: {e}")))?;
         }
-        out.push(Constraint::new(c, parsed.labels));
     }
-    Ok(out)
+    Ok(())
 }
 
-fn has_all_keys(node: &NodeState, constraints: &[Constraint<'_>]) -> bool {
+fn has_all_keys(node: &NodeState, constraints: &[SpreadConstraint<'_>]) -> bool {
     let labels = labels_or_empty(node.info.labels());
     constraints.iter().all(|c| labels.contains_key(c.topology_key))
 }
@@ -127,19 +53,22 @@ fn label<'a>(node: &'a NodeState, key: &str) -> Option<&'a str> {
     node.info.labels().and_then(|l| l.get(key)).map(String::as_str)
 }
 
-/// PreFilter state.
+/// Matching pods per domain value, owning its strings (it lives in the pod's
+/// [`crate::framework::CycleData`]).
+pub type DomainCounts = FxHashMap<Box<str>, i64>;
+
+/// PreFilter state (the constraints are `parsed.spread_filter`, in the same order).
 #[derive(Debug, Default)]
-pub struct FilterState<'a> {
-    pub constraints: Vec<Constraint<'a>>,
+pub struct FilterState {
     /// Per constraint: matching pods per eligible domain.
-    pub counts: Vec<FxHashMap<&'a str, i64>>,
+    pub counts: Vec<DomainCounts>,
     /// Per constraint: the smallest count over eligible domains (`i64::MAX` when none).
     pub min_match: Vec<i64>,
 }
 
-impl FilterState<'_> {
-    fn global_min(&self, i: usize) -> i64 {
-        if (self.counts[i].len() as i64) < self.constraints[i].min_domains {
+impl FilterState {
+    fn global_min(&self, i: usize, c: &SpreadConstraint<'_>) -> i64 {
+        if (self.counts[i].len() as i64) < c.min_domains {
             0
         } else {
             self.min_match[i]
@@ -147,16 +76,24 @@ impl FilterState<'_> {
     }
 }
 
-/// PreScore state.
+/// PreScore state (the constraints are `parsed.spread_score`, in the same order).
 #[derive(Debug, Default)]
-pub struct ScoreState<'a> {
-    pub constraints: Vec<Constraint<'a>>,
+pub struct ScoreState {
     /// Feasible nodes missing a topology key: they score 0.
     pub ignored: FxHashSet<NodeId>,
     /// Per constraint (not hostname): matching pods per domain of a feasible node.
-    pub counts: Vec<FxHashMap<&'a str, i64>>,
+    pub counts: Vec<DomainCounts>,
     /// Per constraint: `ln(domains + 2)`.
     pub weights: Vec<f64>,
+}
+
+fn add(counts: &mut DomainCounts, value: &str, n: i64) {
+    match counts.get_mut(value) {
+        Some(c) => *c += n,
+        None => {
+            counts.insert(value.into(), n);
+        }
+    }
 }
 
 /// The `PodTopologySpread` filter and score.
@@ -168,15 +105,24 @@ impl FilterPlugin for PodTopologySpread {
         NAME
     }
 
+    fn dependence(&self, pod: &PodInfo) -> Dependence {
+        if pod.view.topology_spread_constraints.iter().any(|c| c.when_unsatisfiable == "DoNotSchedule") {
+            Dependence::OtherPods
+        } else {
+            Dependence::NodeLocal
+        }
+    }
+
     fn pre_filter<'a>(&self, state: &mut CycleState<'a>, snap: &'a Snapshot) -> Result<PreResult, Rejection> {
-        let cs = constraints(&state.parsed, "DoNotSchedule")?;
+        validate(&state.parsed, "DoNotSchedule")?;
+        let cs = &state.parsed.spread_filter;
         if cs.is_empty() {
             return Ok(PreResult::Skip);
         }
-        let mut counts: Vec<FxHashMap<&'a str, i64>> = vec![FxHashMap::default(); cs.len()];
+        let mut counts: Vec<DomainCounts> = vec![FxHashMap::default(); cs.len()];
         let namespace = state.parsed.namespace;
         for node in snap.nodes() {
-            if !has_all_keys(node, &cs) {
+            if !has_all_keys(node, cs) {
                 continue;
             }
             for (i, c) in cs.iter().enumerate() {
@@ -184,23 +130,23 @@ impl FilterPlugin for PodTopologySpread {
                     continue;
                 }
                 let Some(value) = label(node, c.topology_key) else { continue };
-                *counts[i].entry(value).or_insert(0) += c.count_on(node, namespace);
+                add(&mut counts[i], value, c.count_on(node, namespace));
             }
         }
         let min_match = counts.iter().map(|m| m.values().copied().min().unwrap_or(i64::MAX)).collect();
-        state.plugins.pod_topology_spread = Some(FilterState { constraints: cs, counts, min_match });
+        state.data.write(NAME, FilterState { counts, min_match });
         Ok(PreResult::Run)
     }
 
     fn filter(&self, state: &CycleState<'_>, _snap: &Snapshot, node: &NodeState) -> FilterResult {
-        let Some(s) = state.plugins.pod_topology_spread.as_ref() else { return Ok(()) };
-        for (i, c) in s.constraints.iter().enumerate() {
+        let Some(s) = state.data.read::<FilterState>(NAME) else { return Ok(()) };
+        for (i, c) in state.parsed.spread_filter.iter().enumerate() {
             let Some(value) = label(node, c.topology_key) else {
                 return Err(Rejection::unresolvable(NAME, ERR_NODE_LABEL_NOT_MATCH));
             };
             let self_match = i64::from(c.selects(state.parsed.labels));
             let matching = s.counts[i].get(value).copied().unwrap_or(0);
-            let skew = matching.saturating_add(self_match).saturating_sub(s.global_min(i));
+            let skew = matching.saturating_add(self_match).saturating_sub(s.global_min(i, c));
             if skew > c.max_skew {
                 return Err(Rejection::unschedulable(NAME, ERR_CONSTRAINTS_NOT_MATCH));
             }
@@ -212,6 +158,10 @@ impl FilterPlugin for PodTopologySpread {
 impl ScorePlugin for PodTopologySpread {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    fn node_local(&self) -> bool {
+        false
     }
 
     fn default_weight(&self) -> i64 {
@@ -227,7 +177,10 @@ impl ScorePlugin for PodTopologySpread {
         if snap.num_nodes() == 0 {
             return PreResult::Skip;
         }
-        let Ok(cs) = constraints(&state.parsed, "ScheduleAnyway") else { return PreResult::Skip };
+        if validate(&state.parsed, "ScheduleAnyway").is_err() {
+            return PreResult::Skip;
+        }
+        let cs = &state.parsed.spread_score;
         if cs.is_empty() {
             return PreResult::Skip;
         }
@@ -235,7 +188,7 @@ impl ScorePlugin for PodTopologySpread {
         let mut sizes = vec![0usize; cs.len()];
         for &id in feasible {
             let node = snap.node(id);
-            if !has_all_keys(node, &cs) {
+            if !has_all_keys(node, cs) {
                 s.ignored.insert(id);
                 continue;
             }
@@ -245,7 +198,7 @@ impl ScorePlugin for PodTopologySpread {
                 }
                 if let Some(value) = label(node, c.topology_key) {
                     if !s.counts[i].contains_key(value) {
-                        s.counts[i].insert(value, 0);
+                        s.counts[i].insert(value.into(), 0);
                         sizes[i] += 1;
                     }
                 }
@@ -261,7 +214,7 @@ impl ScorePlugin for PodTopologySpread {
             .collect();
         let namespace = state.parsed.namespace;
         for node in snap.nodes() {
-            if !has_all_keys(node, &cs) {
+            if !has_all_keys(node, cs) {
                 continue;
             }
             for (i, c) in cs.iter().enumerate() {
@@ -274,18 +227,17 @@ impl ScorePlugin for PodTopologySpread {
                 }
             }
         }
-        s.constraints = cs;
-        state.plugins.pod_topology_spread_score = Some(s);
+        state.data.write(NAME, s);
         PreResult::Run
     }
 
     fn score(&self, state: &CycleState<'_>, _snap: &Snapshot, id: NodeId, node: &NodeState) -> i64 {
-        let Some(s) = state.plugins.pod_topology_spread_score.as_ref() else { return 0 };
+        let Some(s) = state.data.read::<ScoreState>(NAME) else { return 0 };
         if s.ignored.contains(&id) {
             return 0;
         }
         let mut score = 0.0;
-        for (i, c) in s.constraints.iter().enumerate() {
+        for (i, c) in state.parsed.spread_score.iter().enumerate() {
             let Some(value) = label(node, c.topology_key) else { continue };
             let count = if c.topology_key == HOSTNAME {
                 c.count_on(node, state.parsed.namespace)
@@ -299,7 +251,7 @@ impl ScorePlugin for PodTopologySpread {
 
     /// Fewer matching pods score higher: `100 * (max + min - score) / max`; ignored nodes 0.
     fn normalize(&self, state: &CycleState<'_>, feasible: &[NodeId], scores: &mut [i64]) {
-        let Some(s) = state.plugins.pod_topology_spread_score.as_ref() else { return };
+        let Some(s) = state.data.read::<ScoreState>(NAME) else { return };
         let counted =
             || feasible.iter().zip(scores.iter()).filter(|(id, _)| !s.ignored.contains(id)).map(|(_, v)| *v);
         let min = counted().min().unwrap_or(i64::MAX);
@@ -327,7 +279,7 @@ mod tests {
     const ZONE: &str = "topology.kubernetes.io/zone";
 
     fn fw() -> Framework {
-        Framework::new(&SchedulerConfig::default())
+        crate::plugins::pod_framework(&SchedulerConfig::default())
     }
 
     fn zoned(name: &str, zone: &str) -> crate::model::NodeStatic {

@@ -3,13 +3,15 @@
 //! carries `node.kubernetes.io/not-ready:NoExecute`, as the node lifecycle controller would
 //! have set it.
 
-use crate::framework::{CycleState, FilterPlugin, FilterResult, Rejection, ScorePlugin, MAX_NODE_SCORE};
+use crate::framework::{
+    CycleState, Dependence, FilterPlugin, FilterResult, PodInfo, Rejection, ScorePlugin, MAX_NODE_SCORE,
+};
 use placer_api::k8s::api::core::v1::Toleration;
 
-use crate::model::NodeId;
-use crate::plugins::helper::{first_untolerated_taint, node_taints, tolerates, PREFER_NO_SCHEDULE};
-use crate::plugins::normalize::default_normalize;
-use crate::snapshot::{NodeState, Snapshot};
+use crate::framework::helper::{first_untolerated_taint, node_taints, tolerates, PREFER_NO_SCHEDULE};
+use crate::framework::normalize::default_normalize;
+use crate::framework::NodeId;
+use crate::framework::{NodeState, Snapshot};
 
 /// Plugin name.
 pub const NAME: &str = "TaintToleration";
@@ -21,6 +23,10 @@ pub struct TaintToleration;
 impl FilterPlugin for TaintToleration {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    fn dependence(&self, _pod: &PodInfo) -> Dependence {
+        Dependence::NodeLocal
     }
 
     fn filter(&self, state: &CycleState<'_>, _snap: &Snapshot, node: &NodeState) -> FilterResult {
@@ -80,7 +86,7 @@ mod tests {
 
     #[test]
     fn no_schedule_and_no_execute_taints_reject_untolerating_pods() {
-        let fw = Framework::new(&SchedulerConfig::default());
+        let fw = crate::plugins::pod_framework(&SchedulerConfig::default());
         for effect in ["NoSchedule", "NoExecute"] {
             let snap = snapshot_with(vec![node("n1").taint("dedicated", "gpu", effect).build()], vec![]);
             let id = snap.node_ids()[0];
@@ -94,14 +100,14 @@ mod tests {
 
     #[test]
     fn prefer_no_schedule_taints_do_not_filter() {
-        let fw = Framework::new(&SchedulerConfig::default());
+        let fw = crate::plugins::pod_framework(&SchedulerConfig::default());
         let snap = snapshot_with(vec![node("n1").taint("spot", "", "PreferNoSchedule").build()], vec![]);
         assert!(filter_node(&fw, &snap, &pod("p").build(), snap.node_ids()[0]).is_success());
     }
 
     #[test]
     fn not_ready_nodes_carry_a_not_ready_no_execute_taint() {
-        let fw = Framework::new(&SchedulerConfig::default());
+        let fw = crate::plugins::pod_framework(&SchedulerConfig::default());
         let snap = snapshot_with(vec![node("n1").not_ready().build()], vec![]);
         let id = snap.node_ids()[0];
         let st = filter_node(&fw, &snap, &pod("p").build(), id);
@@ -143,7 +149,7 @@ mod tests {
             .collect();
         TaintToleration.normalize(&state, snap.node_ids(), &mut scores);
         assert_eq!(scores, vec![0, 50, 100]);
-        let full = Framework::new(&SchedulerConfig::default());
+        let full = crate::plugins::pod_framework(&SchedulerConfig::default());
         assert_eq!(find_node(&full, &snap, &plain, snap.node_ids()), Ok(snap.node_id("c").unwrap()));
     }
 }

@@ -39,16 +39,6 @@ use crate::snapshot::Snapshot;
 pub use pod::PodPreemptor;
 pub use workload::WorkloadPreemptor;
 
-/// Feature gate of workload-aware preemption (seed 004).
-pub const GATE_WORKLOAD_AWARE_PREEMPTION: &str = "WorkloadAwarePreemption";
-/// Placer feature gate: workload-aware preemption for groups with a topology constraint.
-pub const GATE_TOPOLOGY_AWARE_WORKLOAD_PREEMPTION: &str = "TopologyAwareWorkloadPreemption";
-
-/// Counter `{kind=pod|podgroup}`: preemption attempts (PostFilter calls).
-pub const METRIC_PREEMPTION_ATTEMPTS: &str = "scheduler_preemption_attempts_total";
-/// Histogram `{kind=pod|podgroup}`: victims evicted per successful preemption.
-pub const METRIC_PREEMPTION_VICTIMS: &str = "scheduler_preemption_victims";
-
 /// The preemptor has `preemptionPolicy: Never` (a member pod, for a group).
 pub const MSG_NOT_ELIGIBLE_NEVER: &str = "not eligible due to preemptionPolicy=Never.";
 /// A lower-priority pod on the nominated node is still terminating.

@@ -23,8 +23,8 @@ use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use placer_api::k8s::apimachinery::pkg::util::intstr::IntOrString;
 
+use crate::framework::helper::{label_selector_is_empty, label_selector_matches, validate_label_selector};
 use crate::model::{PodInfo, PodKey};
-use crate::plugins::helper::{label_selector_is_empty, label_selector_matches, validate_label_selector};
 
 /// One budget with the disruptions it still allows.
 #[derive(Debug, Clone, PartialEq)]

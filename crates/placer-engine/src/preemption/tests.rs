@@ -109,7 +109,7 @@ impl World {
             pdbs: BTreeMap::new(),
             pods: FxHashMap::default(),
             evicting: BTreeMap::new(),
-            fw: Framework::new(&SchedulerConfig::default()),
+            fw: crate::plugins::pod_framework(&SchedulerConfig::default()),
             feasible: vec![Box::new(GangScheduling)],
         }
     }
@@ -532,7 +532,7 @@ fn nominated_pods_hold_their_room_against_lower_or_equal_priority_only() {
     snap.upsert_node(node("n1", "1", json!({})));
     let mark = snap.checkpoint();
     assert_eq!(assume_nominated(&mut snap, &seen), 1);
-    let fw = Framework::new(&SchedulerConfig::default());
+    let fw = crate::plugins::pod_framework(&SchedulerConfig::default());
     let ids = snap.node_ids().to_vec();
     assert!(fw.find_node(&snap, &pod_with("newcomer", "1", 50, json!({})), &ids).is_err());
     snap.rollback(mark);

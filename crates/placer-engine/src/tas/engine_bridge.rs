@@ -32,34 +32,33 @@ use std::collections::{BTreeMap, BTreeSet};
 use rustc_hash::FxHashMap;
 
 use placer_api::annotations::PODSET_GROUP_NAME;
+use placer_api::gates::Gate;
 
 use crate::config::{PlacementSearch, SchedulerConfig};
-use crate::framework::{FitError, Framework};
+use crate::framework::helper::{labels_or_empty, node_selector_term_matches};
+use crate::framework::ParsedPod;
+use crate::framework::{Dependence, FitError, Framework};
 use crate::model::{NodeId, PodInfo};
-use crate::plugins::helper::{labels_or_empty, node_selector_term_matches};
-use crate::plugins::ParsedPod;
 use crate::podgroup::{GroupCycle, PodScheduler};
 use crate::resources::Resources;
-use crate::schedule_one::{filter_prepared, prepare};
+use crate::schedule_one::{filter_prepared, prepare_without};
 use crate::snapshot::Snapshot;
 
 use super::assignment::{DomainCount, TopologyAssignment};
 use super::{
     find_assignment_in, parse_request, validate_group, DomainTree, FailureKind, TasAssignment, TasFailure,
-    TasNode, TasProblem, TopologyMode, TopologyRequest, GATE_AFFINITY_PREFERRED, TOPOLOGY_NAME,
+    TasNode, TasProblem, TopologyMode, TopologyRequest, TOPOLOGY_NAME,
 };
 
 /// How many counted plans are tried before a unit fails because none survives the
 /// pod-level filters.
 pub const MAX_PLAN_ATTEMPTS: usize = 16;
 
-/// The pod-level filter that TAS replaces with its own capacity counting.
-const RESOURCE_FIT_FILTER: &str = "NodeResourcesFit";
-
 /// State kept across cycles: the filters TAS evaluates per node and the domain tree of the
 /// current node set. One cache belongs to one snapshot.
 pub struct TasCache {
-    /// The default pod-level filters without NodeResourcesFit, and no score plugin.
+    /// The profile's pod-level filters ([`Framework::filters_only`]); those checking plain
+    /// resources are skipped per pod.
     filters: Framework,
     /// Rebuild the tree on every cycle ([`PlacementSearch::Baseline`]).
     no_cache: bool,
@@ -99,9 +98,7 @@ impl Topology {
 impl TasCache {
     /// A cache for an engine configured with `config`.
     pub fn new(config: &SchedulerConfig) -> TasCache {
-        let mut filters = Framework::new(config);
-        filters.filters.retain(|p| p.name() != RESOURCE_FIT_FILTER);
-        filters.scores.clear();
+        let filters = Framework::filters_only(crate::plugins::pod_framework(config));
         TasCache {
             filters,
             no_cache: config.placement_search == PlacementSearch::Baseline,
@@ -111,6 +108,7 @@ impl TasCache {
     }
 
     /// How many times a domain tree was built (for tests and metrics).
+    #[cfg(test)]
     pub fn tree_builds(&self) -> u64 {
         self.builds
     }
@@ -400,10 +398,12 @@ fn build_nodes(
     let Some(topology) = cache.topology.as_ref() else { return Vec::new() };
     let fw = &cache.filters;
     let worker_pod = &main.cycle.pods[main.order[0]];
-    let worker_state = prepare(fw, snap, worker_pod).ok();
+    // TAS counts plain resources itself: the filters that declare they check them
+    // (`Dependence::PlainResources`) are skipped for its per-node verdicts.
+    let worker_state = prepare_without(fw, snap, worker_pod, Dependence::PlainResources).ok();
     let leader_pod = leader.map(|l| &l.cycle.pods[l.order[0]]);
-    let leader_state = leader_pod.and_then(|p| prepare(fw, snap, p).ok());
-    let affinity = config.gates.enabled(GATE_AFFINITY_PREFERRED);
+    let leader_state = leader_pod.and_then(|p| prepare_without(fw, snap, p, Dependence::PlainResources).ok());
+    let affinity = config.gates.enabled(Gate::TASRespectNodeAffinityPreferred);
     let parsed = ParsedPod::new(worker_pod);
     let mut nodes = topology.base.clone();
     for (i, node) in nodes.iter_mut().enumerate() {

@@ -33,6 +33,7 @@
 pub mod assignment;
 pub mod engine_bridge;
 pub mod request;
+pub mod strategy;
 pub mod tree;
 
 mod algorithm;
@@ -40,25 +41,20 @@ mod balanced;
 #[cfg(test)]
 mod tests;
 
-use placer_api::gates::FeatureGates;
+use placer_api::gates::{FeatureGates, Gate};
 
 use crate::resources::Resources;
 
 use algorithm::{DomainState, Params, Solver};
-pub use request::{parse_request, validate_group, SliceLayer, TasError, TopologyMode, TopologyRequest};
-pub use tree::{DomainId, DomainTree, HOSTNAME_LEVEL};
+#[cfg(test)]
+pub use request::SliceLayer;
+pub use request::{parse_request, validate_group, TasError, TopologyMode, TopologyRequest};
+#[cfg(test)]
+pub use tree::HOSTNAME_LEVEL;
+pub use tree::{DomainId, DomainTree};
 
 /// The name failure messages give the topology (Placer declares a single one).
 pub const TOPOLOGY_NAME: &str = "default";
-
-/// Gate: BalancedPlacement for preferred requests.
-pub const GATE_BALANCED: &str = "TASBalancedPlacement";
-/// Gate: LeastFreeCapacity for unconstrained requests (on by default).
-pub const GATE_PROFILE_MIXED: &str = "TASProfileMixed";
-/// Gate: BestFit for every request.
-pub const GATE_PROFILE_BEST_FIT: &str = "TASProfileBestFit";
-/// Gate: preferred node affinity orders domains before capacity.
-pub const GATE_AFFINITY_PREFERRED: &str = "TASRespectNodeAffinityPreferred";
 
 /// One node as the algorithm sees it. The caller has already dropped nodes that are not
 /// ready, are unschedulable or miss a level label, applied the pod-level filters (taints,
@@ -218,7 +214,7 @@ pub fn find_assignment_in(tree: &DomainTree, p: &TasProblem) -> Result<TasAssign
     let mut st = solver.fill(p.nodes, p.worker_requests, p.leader.map(|(r, _)| r));
 
     let balanced_allowed =
-        p.gates.enabled(GATE_BALANCED) && matches!(p.request.mode, TopologyMode::Preferred(_));
+        p.gates.enabled(Gate::TASBalancedPlacement) && matches!(p.request.mode, TopologyMode::Preferred(_));
     if balanced_allowed {
         if let Some(choice) = solver.find_best_balanced(&mut st) {
             let phase1 = choice.pruned.snapshot_same(&st);
@@ -300,8 +296,10 @@ fn resolve(p: &TasProblem) -> Result<Params, TasFailure> {
         slice_level,
         required,
         unconstrained,
-        lfc: unconstrained && p.gates.enabled(GATE_PROFILE_MIXED) && !p.gates.enabled(GATE_PROFILE_BEST_FIT),
-        affinity: p.gates.enabled(GATE_AFFINITY_PREFERRED),
+        lfc: unconstrained
+            && p.gates.enabled(Gate::TASProfileMixed)
+            && !p.gates.enabled(Gate::TASProfileBestFit),
+        affinity: p.gates.enabled(Gate::TASRespectNodeAffinityPreferred),
         inner_size,
         layers: if r.slices.len() > 1 {
             r.slices.iter().map(|l| (l.level, l.size as i64)).collect()

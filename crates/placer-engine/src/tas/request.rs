@@ -25,15 +25,12 @@ use placer_api::annotations::{
     PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS, PODSET_SLICE_SIZE, PODSET_UNCONSTRAINED_TOPOLOGY,
     POD_INDEX_OFFSET,
 };
-use placer_api::gates::FeatureGates;
+use placer_api::gates::{FeatureGates, Gate};
 
 use crate::model::PodGroupInfo;
 
 /// The field a required level can also come from.
 pub const SPEC_TOPOLOGY_KEY: &str = "spec.schedulingConstraints.topology[0].key";
-
-/// Feature gate for multi-layer slice constraints.
-pub const GATE_MULTI_LAYER: &str = "TASMultiLayerTopology";
 
 /// Most slice layers a multi-layer request may list (seed 002: "Up to 3 constraint layers").
 pub const MAX_SLICE_LAYERS: usize = 3;
@@ -176,7 +173,7 @@ pub enum TasError {
     )]
     LayerCount { group: String, count: usize, max: usize },
     #[error("PodGroup {group}: annotation {annotation} needs the feature gate {gate}")]
-    GateDisabled { group: String, annotation: &'static str, gate: &'static str },
+    GateDisabled { group: String, annotation: &'static str, gate: Gate },
     #[error("PodSet group {name:?}: has {count} PodGroup(s); a group is exactly one leader and one workers PodGroup")]
     GroupSize { name: String, count: usize },
     #[error("PodSet group {name:?}: the leader PodGroup {leader} has {count} pods; a leader has exactly 1")]
@@ -250,11 +247,11 @@ pub fn parse_request(
     let mut slices = Vec::new();
     let mut multi_layer = false;
     if let Some(json) = constraints {
-        if !gates.enabled(GATE_MULTI_LAYER) {
+        if !gates.enabled(Gate::TASMultiLayerTopology) {
             return Err(TasError::GateDisabled {
                 group,
                 annotation: PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS,
-                gate: GATE_MULTI_LAYER,
+                gate: Gate::TASMultiLayerTopology,
             });
         }
         for other in [PODSET_SLICE_REQUIRED_TOPOLOGY, PODSET_SLICE_SIZE, PODSET_GROUP_NAME] {
@@ -656,7 +653,7 @@ mod tests {
                 .unwrap_err();
             assert!(matches!(err, TasError::MutuallyExclusive { .. }), "{err}");
         }
-        let gates = FeatureGates::with_overrides([(GATE_MULTI_LAYER, false)]).unwrap();
+        let gates = FeatureGates::with([(Gate::TASMultiLayerTopology, false)]);
         let err = parse_request(
             &group(Some(BLOCK), &[(PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS, json)]),
             &levels(),

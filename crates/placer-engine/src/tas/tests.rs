@@ -24,8 +24,8 @@ fn one_cpu() -> Resources {
     Resources { cpu: 1000, ..Default::default() }
 }
 
-fn gates(overrides: &[(&str, bool)]) -> FeatureGates {
-    FeatureGates::with_overrides(overrides.iter().copied()).unwrap()
+fn gates(overrides: &[(Gate, bool)]) -> FeatureGates {
+    FeatureGates::with(overrides.iter().copied())
 }
 
 fn solve(
@@ -101,7 +101,7 @@ mod rack_3_3_2_1 {
     #[test]
     fn the_best_fit_profile_gate_makes_unconstrained_requests_best_fit() {
         let (levels, nodes) = rack();
-        let g = gates(&[(GATE_PROFILE_BEST_FIT, true)]);
+        let g = gates(&[(Gate::TASProfileBestFit, true)]);
         let a = solve(&levels, &nodes, 7, &TopologyRequest::new(TopologyMode::Unconstrained), &g).unwrap();
         assert_eq!(a.algorithm, Algorithm::BestFit);
         assert_eq!(per_leaf(&a), counts(&[("a", 3), ("b", 3), ("d", 1)]));
@@ -195,7 +195,8 @@ mod balanced_table {
         if slice_size > 1 {
             request = request.with_slices(2, slice_size);
         }
-        let a = solve(&levels, &nodes, count, &request, &gates(&[(GATE_BALANCED, true)])).unwrap();
+        let a =
+            solve(&levels, &nodes, count, &request, &gates(&[(Gate::TASBalancedPlacement, true)])).unwrap();
         assert_eq!(a.algorithm, Algorithm::BalancedPlacement);
         per_leaf(&a)
     }
@@ -454,7 +455,7 @@ mod properties {
                 .map(|(i, &c)| node(&[&format!("b{}", i / 4), &format!("r{}", i / 2), &format!("h{i}")], c))
                 .collect();
             let mode = [TopologyMode::Required(1), TopologyMode::Preferred(1), TopologyMode::Unconstrained, TopologyMode::Required(0)][mode];
-            let g = gates(&[(GATE_BALANCED, balanced)]);
+            let g = gates(&[(Gate::TASBalancedPlacement, balanced)]);
             match solve(&levels, &nodes, count, &TopologyRequest::new(mode), &g) {
                 Ok(a) => {
                     prop_assert_eq!(a.worker_pods(), count as u64);
@@ -510,7 +511,7 @@ fn large_cluster_timing() {
         ("block + host slices of 4", TopologyRequest::new(TopologyMode::Required(0)).with_slices(2, 4)),
         ("balanced, preferred rack", TopologyRequest::new(TopologyMode::Preferred(1))),
     ] {
-        let g = gates(&[(GATE_BALANCED, name.starts_with("balanced"))]);
+        let g = gates(&[(Gate::TASBalancedPlacement, name.starts_with("balanced"))]);
         let problem = TasProblem {
             levels: &levels,
             nodes: &nodes,

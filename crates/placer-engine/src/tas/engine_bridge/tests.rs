@@ -109,7 +109,7 @@ fn solve(
     config: &SchedulerConfig,
     cycles: &[&GroupCycle],
 ) -> Result<Vec<Option<MemberPlacement>>, UnitFailure> {
-    let fw = Framework::new(config);
+    let fw = crate::plugins::pod_framework(config);
     let mut cache = TasCache::new(config);
     place_unit(&fw, config, snap, &mut cache, cycles)
 }
@@ -313,7 +313,7 @@ fn not_ready_unschedulable_and_unlabelled_nodes_are_not_in_the_topology() {
 #[test]
 fn the_tree_is_rebuilt_only_when_nodes_change() {
     let cfg = config(&[RACK, HOST], &[]);
-    let fw = Framework::new(&cfg);
+    let fw = crate::plugins::pod_framework(&cfg);
     let mut cache = TasCache::new(&cfg);
     let mut snap = rack(&[2, 2]);
     let c = cycle_of(group_of("pg", Some(1), &[], Some(RACK)), pods("pg", 1, "1"));

@@ -121,6 +121,7 @@ pub fn node_selector_term_is_empty(term: &NodeSelectorTerm) -> bool {
 }
 
 /// Checks a node selector term like `nodeaffinity.newNodeSelectorTerm` does.
+#[cfg(test)]
 pub fn validate_node_selector_term(term: &NodeSelectorTerm) -> Result<(), SelectorError> {
     for r in term.match_expressions.iter().flatten() {
         let vals = values(&r.values);

@@ -1,0 +1,146 @@
+//! The PodGroup cycle as the engine runs it, for both strategies: gather the unit's queued
+//! members, build one [`GroupCycle`] per PodGroup, let the strategy chosen at build time
+//! decide ([`crate::strategy::Strategy`]), and hand every decision to `outcome.rs`.
+//!
+//! A unit is one PodGroup, or (hierarchical strategy) the PodGroups of a Kueue PodSet group
+//! (`tas_unit.rs`), decided together.
+
+use super::*;
+use crate::framework::group::{GroupDecision, MSG_GROUP_UNSCHEDULABLE};
+use crate::strategy::Strategy;
+use crate::tas::strategy::hierarchical_assignment;
+
+impl Engine {
+    /// Takes `first` and every other queued, ungated member of `groups` out of the queue
+    /// (kube's PopSpecificPod), dropping pods being deleted or already assumed. `None` when
+    /// nothing is left to schedule, or when the members name different schedulers (then
+    /// each fails with kube-scheduler's error).
+    pub(super) fn gather_members(
+        &mut self,
+        first: QueuedPod,
+        groups: &[GroupKey],
+        now_ms: u64,
+        obs: &mut dyn Observer,
+        out: &mut Vec<Decision>,
+    ) -> Option<Vec<QueuedPod>> {
+        let mut members = vec![first];
+        for g in groups {
+            for key in self.queue.group_members(g) {
+                if let Some(q) = self.queue.take_ungated(&key) {
+                    members.push(q);
+                }
+            }
+        }
+        members.retain(|m| !m.pod.deleting && !self.assumed.contains_key(&m.pod.key));
+        let first_name = members.first()?.pod.scheduler_name.clone();
+        if let Some(other) = members.iter().find(|m| m.pod.scheduler_name != first_name) {
+            let message = format!(
+                "all pods in a single pod group should have the same .spec.schedulerName set, got: {:?} and {:?}",
+                first_name, other.pod.scheduler_name
+            );
+            obs.count(METRIC_PODGROUP_ATTEMPTS, &[("result", "error")], 1);
+            for m in members {
+                self.fail(m, REASON_SCHEDULER_ERROR, message.clone(), false, now_ms, out);
+            }
+            return None;
+        }
+        Some(members)
+    }
+
+    /// Members of `group` already bound or assumed, with their node.
+    pub(super) fn scheduled_members(&self, group: &GroupKey) -> Vec<(PodKey, Option<NodeId>)> {
+        self.groups
+            .get(group)
+            .map(|e| {
+                e.members
+                    .iter()
+                    .filter(|k| {
+                        self.assumed.contains_key(*k)
+                            || self.pods.get(*k).is_some_and(|p| p.node_name.is_some() && !p.terminal)
+                    })
+                    .map(|k| (k.clone(), self.snapshot.pod_node(k)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The PodGroup cycle for the unit of `first`'s PodGroup.
+    pub(super) fn schedule_group(
+        &mut self,
+        first: QueuedPod,
+        now_ms: u64,
+        obs: &mut dyn Observer,
+        out: &mut Vec<Decision>,
+    ) {
+        let Some(group_key) = Self::group_key_of(&first.pod) else {
+            self.schedule_single(first, now_ms, obs, out);
+            return;
+        };
+        if self.groups.info(&group_key).is_none() {
+            let reason = waiting_for_group_message(&group_key.name);
+            self.queue.gate(first, reason);
+            return;
+        }
+        if let Some(reason) = self.tas_unit_wait_reason(&group_key) {
+            self.queue.gate(first, reason);
+            return;
+        }
+        let timer = obs.start_timer();
+        let algorithm_timer = obs.start_timer();
+        let unit = self.unit_of(&group_key);
+        let Some(members) = self.gather_members(first, &unit, now_ms, obs, out) else {
+            return;
+        };
+
+        let mut cycles: Vec<(GroupKey, GroupCycle)> = Vec::with_capacity(unit.len());
+        for g in &unit {
+            let Some(info) = self.groups.info(g).cloned() else { continue };
+            let pods: Vec<(u64, Arc<PodInfo>)> = members
+                .iter()
+                .filter(|q| Self::group_key_of(&q.pod).as_ref() == Some(g))
+                .map(|q| (q.arrival, q.pod.clone()))
+                .collect();
+            let cycle =
+                GroupCycle::new(info, self.gate(Gate::GangScheduling), pods, self.scheduled_members(g));
+            cycles.push((g.clone(), cycle));
+        }
+        let mut queued: FxHashMap<PodKey, QueuedPod> =
+            members.into_iter().map(|m| (m.pod.key.clone(), m)).collect();
+
+        let decisions = self.decide(&cycles, obs);
+        let secs = obs.elapsed_seconds(algorithm_timer);
+        obs.observe(METRIC_PODGROUP_ALGORITHM_DURATION, &[], secs);
+        let mut results: Vec<&'static str> = Vec::with_capacity(cycles.len());
+        for ((key, cycle), decision) in cycles.iter().zip(decisions) {
+            if let Some(decision) = decision {
+                results.push(self.carry_out(key, cycle, decision, &mut queued, now_ms, obs, out));
+            }
+        }
+        // Members without a verdict (should not happen) go back as unschedulable.
+        let mut rest: Vec<QueuedPod> = queued.into_values().collect();
+        rest.sort_by_key(|q| q.arrival);
+        for q in rest {
+            self.fail(q, REASON_UNSCHEDULABLE, MSG_GROUP_UNSCHEDULABLE.to_string(), true, now_ms, out);
+        }
+        let secs = obs.elapsed_seconds(timer);
+        for result in results {
+            obs.observe(METRIC_PODGROUP_ATTEMPT_DURATION, &[("result", result)], secs);
+        }
+        obs.observe(METRIC_PODGROUP_DURATION, &[], secs);
+    }
+
+    /// The strategy's decisions for a unit's cycles (same order; `None`: a cycle without
+    /// pods to place). The only place the two strategies differ.
+    fn decide(
+        &mut self,
+        cycles: &[(GroupKey, GroupCycle)],
+        obs: &mut dyn Observer,
+    ) -> Vec<Option<GroupDecision>> {
+        if let Strategy::Hierarchical(cache) = &mut self.strategy {
+            let ctx = GroupContext { placements: &self.placements, algo: &self.fw, config: &self.config };
+            let refs: Vec<&GroupCycle> = cycles.iter().map(|(_, c)| c).collect();
+            return hierarchical_assignment(&ctx, &mut self.snapshot, cache, &refs);
+        }
+        cycles.iter().map(|(_, c)| Some(GroupDecision::of(self.run_group_cycle(c, obs)))).collect()
+    }
+}

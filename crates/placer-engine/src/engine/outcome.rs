@@ -1,0 +1,208 @@
+//! The one place a PodGroup's [`GroupDecision`] (from either strategy, with or without
+//! preemption) becomes decisions: the topology-assignment annotation, preemption carried
+//! out, binds (prebound by `nominatedNodeName` when a placement was chosen), nominations,
+//! FailedScheduling conditions and events, the `PodGroupScheduled` condition, and the
+//! attempt metric.
+//!
+//! Before anything binds, the commit step runs the framework's Reserve, Permit and PreBind
+//! plugins on the decided assignment (when the profile has any): every member is reserved
+//! in cycle order with the earlier ones assumed; a failure unreserves every member
+//! reserved so far and the group (a gang: all of it; a basic group: that member) fails;
+//! Permit is asked once all are reserved; PreBind runs only when the whole group is
+//! permitted.
+
+use placer_api::annotations::TOPOLOGY_ASSIGNMENT;
+
+use super::*;
+use crate::framework::group::{unschedulable_all, GroupDecision};
+use crate::framework::{CycleData, PermitVerdict};
+
+/// What happens to one member after a group cycle.
+enum Decided {
+    Bind { node: NodeId, nominate: bool },
+    Nominated { node: NodeId },
+    Fail { reason: &'static str, message: String },
+}
+
+impl Engine {
+    /// Carries out one PodGroup's decision and returns the attempt's result label. `queued`
+    /// holds the unit's members taken from the queue; the ones decided here are removed
+    /// from it.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn carry_out(
+        &mut self,
+        key: &GroupKey,
+        cycle: &GroupCycle,
+        decision: GroupDecision,
+        queued: &mut FxHashMap<PodKey, QueuedPod>,
+        now_ms: u64,
+        obs: &mut dyn Observer,
+        out: &mut Vec<Decision>,
+    ) -> &'static str {
+        let GroupDecision { outcome, topology_assignment } = decision;
+        let outcome = self.commit(cycle, outcome);
+        let mut take = |i: usize| cycle.pods.get(i).and_then(|p| queued.remove(&p.key));
+        let mut decided: Vec<(QueuedPod, Decided)> = Vec::new();
+        let (result, status, reason, message) = match outcome {
+            GroupOutcome::Scheduled { placement, assignments, failures } => {
+                if let Some(value) = topology_assignment {
+                    if cycle.group.annotation(TOPOLOGY_ASSIGNMENT) != Some(value.as_str()) {
+                        out.push(Decision::PodGroupAnnotation {
+                            group: key.clone(),
+                            key: TOPOLOGY_ASSIGNMENT.to_string(),
+                            value,
+                        });
+                    }
+                }
+                // KEP-5732: members of a chosen placement are prebound by nominatedNodeName.
+                let nominate = placement.is_some();
+                for (i, node) in assignments {
+                    if let Some(q) = take(i) {
+                        decided.push((q, Decided::Bind { node, nominate }));
+                    }
+                }
+                for (i, message) in failures {
+                    if let Some(q) = take(i) {
+                        decided.push((q, Decided::Fail { reason: REASON_UNSCHEDULABLE, message }));
+                    }
+                }
+                ("scheduled", true, REASON_SCHEDULED, String::new())
+            }
+            GroupOutcome::WaitingOnPreemption { nominations, victims, failures } => {
+                let nodes = crate::preemption::nominated_nodes(&nominations);
+                let own: Vec<PodKey> = cycle.pods.iter().map(|p| p.key.clone()).collect();
+                let priority = self.cycle_priority(cycle);
+                let preemptor = format!("podgroup {key}");
+                self.actuate_preemption(&victims, &preemptor, "podgroup", priority, &nodes, &own, obs, out);
+                for (i, node) in nominations {
+                    if let Some(q) = take(i) {
+                        decided.push((q, Decided::Nominated { node }));
+                    }
+                }
+                for (i, message) in failures {
+                    if let Some(q) = take(i) {
+                        decided.push((q, Decided::Fail { reason: REASON_UNSCHEDULABLE, message }));
+                    }
+                }
+                ("unschedulable", false, REASON_UNSCHEDULABLE, MSG_WAITING_ON_PREEMPTION.to_string())
+            }
+            GroupOutcome::Unschedulable { message, pod_messages } => {
+                for (i, m) in pod_messages {
+                    if let Some(q) = take(i) {
+                        decided.push((q, Decided::Fail { reason: REASON_UNSCHEDULABLE, message: m }));
+                    }
+                }
+                ("unschedulable", false, REASON_UNSCHEDULABLE, message)
+            }
+            GroupOutcome::Error { message } => {
+                for i in 0..cycle.pods.len() {
+                    if let Some(q) = take(i) {
+                        let fail = Decided::Fail { reason: REASON_SCHEDULER_ERROR, message: message.clone() };
+                        decided.push((q, fail));
+                    }
+                }
+                ("error", false, REASON_SCHEDULER_ERROR, message)
+            }
+        };
+        for (q, d) in decided {
+            match d {
+                Decided::Bind { node, nominate } => {
+                    if nominate {
+                        out.push(Decision::Nominate {
+                            pod: q.pod.key.clone(),
+                            node: Some(self.snapshot.node(node).name().to_string()),
+                        });
+                    }
+                    self.bind(q, node, out);
+                }
+                Decided::Nominated { node } => {
+                    self.nominate(&q.pod.key, node, out);
+                    let message = MSG_WAITING_ON_PREEMPTION.to_string();
+                    self.fail(q, REASON_UNSCHEDULABLE, message, false, now_ms, out);
+                }
+                Decided::Fail { reason, message } => self.fail(q, reason, message, true, now_ms, out),
+            }
+        }
+        self.set_condition(key, status, reason, message, out);
+        obs.count(METRIC_PODGROUP_ATTEMPTS, &[("result", result)], 1);
+        result
+    }
+
+    /// The commit step (see the module docs): Reserve, Permit and PreBind on a scheduled
+    /// outcome. Returns the outcome to carry out: unchanged when every plugin agrees (or
+    /// the profile has none), otherwise with the refused members (a gang: all) failed.
+    fn commit(&mut self, cycle: &GroupCycle, outcome: GroupOutcome) -> GroupOutcome {
+        if !self.fw.has_binding_cycle_plugins() {
+            return outcome;
+        }
+        let GroupOutcome::Scheduled { placement, assignments, mut failures } = outcome else {
+            return outcome;
+        };
+        let fw = &self.fw;
+        let mark = self.snapshot.checkpoint();
+        // Reserve each member in order, the earlier ones assumed.
+        let mut reserved: Vec<(usize, NodeId, CycleData)> = Vec::with_capacity(assignments.len());
+        let mut refused: Option<(usize, String)> = None;
+        for &(i, node) in &assignments {
+            let pod = &cycle.pods[i];
+            let filtered = crate::schedule_one::prepare(fw, &self.snapshot, pod).and_then(|mut state| {
+                crate::schedule_one::filter_prepared(fw, &state, &self.snapshot, node)?;
+                Ok(std::mem::take(&mut state.data))
+            });
+            let result = match filtered {
+                Err(r) => Err(r.to_status()),
+                Ok(mut data) => fw.run_reserve(&mut data, &self.snapshot, pod, node).map(|()| data),
+            };
+            match result {
+                Ok(data) => {
+                    self.snapshot.assume(pod.clone(), node);
+                    reserved.push((i, node, data));
+                }
+                Err(status) => {
+                    let why = format!("{}: {}", status.plugin, status.reasons.join(", "));
+                    if cycle.gang {
+                        refused = Some((i, why));
+                        break;
+                    }
+                    failures.push((i, why));
+                }
+            }
+        }
+        // Permit, once every member is reserved.
+        if refused.is_none() {
+            for (i, node, data) in &reserved {
+                let verdict = fw.run_permit(data, &self.snapshot, &cycle.pods[*i], *node);
+                match verdict {
+                    PermitVerdict::Allow => {}
+                    PermitVerdict::Wait(why) | PermitVerdict::Reject(why) => {
+                        refused = Some((*i, why));
+                        break;
+                    }
+                }
+            }
+        }
+        // PreBind, only when the whole group is permitted.
+        if refused.is_none() {
+            for (i, node, data) in &mut reserved {
+                if let Err(status) = fw.run_pre_bind(data, &self.snapshot, &cycle.pods[*i], *node) {
+                    refused = Some((*i, format!("{}: {}", status.plugin, status.reasons.join(", "))));
+                    break;
+                }
+            }
+        }
+        if let Some((i, why)) = refused {
+            for (j, node, data) in reserved.iter_mut().rev() {
+                fw.run_unreserve(data, &self.snapshot, &cycle.pods[*j], *node);
+            }
+            self.snapshot.rollback(mark);
+            let pod = &cycle.pods[i].key;
+            return unschedulable_all(cycle, format!("pod {pod} was refused by the binding cycle: {why}"));
+        }
+        self.snapshot.rollback(mark);
+        let kept: Vec<(usize, NodeId)> = reserved.iter().map(|(i, n, _)| (*i, *n)).collect();
+        if kept.is_empty() {
+            return unschedulable_all(cycle, "no member passed the binding cycle".to_string());
+        }
+        GroupOutcome::Scheduled { placement, assignments: kept, failures }
+    }
+}

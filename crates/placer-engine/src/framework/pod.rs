@@ -1,0 +1,433 @@
+//! Pod-level extension points (kube-scheduler's framework): PreFilter / Filter, PreScore /
+//! Score / NormalizeScore, Reserve / Unreserve, Permit and PreBind, the per-pod
+//! [`CycleState`] with its typed per-plugin data ([`CycleData`]), and the configured
+//! [`Framework`].
+//!
+//! Filter and score run while a PodGroup's members are evaluated (many times, on simulated
+//! snapshots). Reserve, Permit and PreBind run once, on the decided assignment, in
+//! [`crate::engine`]'s commit step: every member is reserved in order, a failure unreserves
+//! all of them (the gang is all or nothing), Permit is asked once all are reserved, and
+//! PreBind runs only when the whole group is permitted.
+
+use std::any::Any;
+use std::fmt;
+
+use super::parsed::ParsedPod;
+use super::status::{FilterResult, PreResult, Rejection, Status};
+use crate::model::{NodeId, PodInfo};
+use crate::snapshot::{NodeState, Snapshot};
+
+/// What a filter's verdict on a node depends on, declared per pod. The placement search's
+/// shortcuts (the aggregate-capacity pre-filter, copy counting, one-pass placement of
+/// identical members) are exact only when every active filter is [`Dependence::NodeLocal`]
+/// or [`Dependence::PlainResources`]; any other answer makes them fall back to simulating
+/// the members one by one. Required (no default): a new plugin must decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Dependence {
+    /// Only the pod and the node's own facts (name, labels, taints, conditions): placing
+    /// more pods never changes the verdict.
+    NodeLocal,
+    /// The pod's plain resources (cpu, memory, ephemeral-storage, extended resources, the
+    /// pod slot) against the node's allocatable minus requested: exactly what the
+    /// aggregate bound and copy counting count. Placing a copy changes only this.
+    PlainResources,
+    /// Pods on the same node other than through plain resources (e.g. host ports).
+    SameNodePods,
+    /// Pods on other nodes (inter-pod affinity, topology spread).
+    OtherPods,
+    /// Capacity beyond plain resources (devices, volumes): neither the aggregate bound nor
+    /// copy counting knows it.
+    ExtraCapacity,
+}
+
+/// A Filter plugin (with its PreFilter).
+pub trait FilterPlugin: Send + Sync {
+    /// The plugin name as in kube-scheduler (e.g. `NodeResourcesFit`).
+    fn name(&self) -> &'static str;
+    /// What this plugin's verdict for `pod` depends on (see [`Dependence`]).
+    fn dependence(&self, pod: &PodInfo) -> Dependence;
+    /// Computes per-pod state from the snapshot (once per scheduling attempt), kept in
+    /// [`CycleState::data`] under the plugin's name. An `Err` rejects the pod on every
+    /// node. A plugin may also narrow the candidate nodes with
+    /// [`CycleState::restrict_nodes`] (kube's `PreFilterResult`).
+    fn pre_filter<'a>(
+        &self,
+        _state: &mut CycleState<'a>,
+        _snap: &'a Snapshot,
+    ) -> Result<PreResult, Rejection> {
+        Ok(PreResult::Run)
+    }
+    /// Whether the pod can run on `node`.
+    fn filter(&self, state: &CycleState<'_>, snap: &Snapshot, node: &NodeState) -> FilterResult;
+}
+
+/// A Score plugin (with its PreScore and NormalizeScore).
+pub trait ScorePlugin: Send + Sync {
+    /// The plugin name as in kube-scheduler.
+    fn name(&self) -> &'static str;
+    /// Weight in kube-scheduler's default profile.
+    fn default_weight(&self) -> i64;
+    /// Computes per-pod scoring state over the feasible nodes.
+    fn pre_score<'a>(
+        &self,
+        _state: &mut CycleState<'a>,
+        _snap: &'a Snapshot,
+        _feasible: &[NodeId],
+    ) -> PreResult {
+        PreResult::Run
+    }
+    /// Raw score of one feasible node (`node` is `snap.node(id)`).
+    fn score(&self, state: &CycleState<'_>, snap: &Snapshot, id: NodeId, node: &NodeState) -> i64;
+    /// Rescales the raw scores (`scores[i]` belongs to `feasible[i]`) to `0..=MAX_NODE_SCORE`.
+    fn normalize(&self, _state: &CycleState<'_>, _feasible: &[NodeId], _scores: &mut [i64]) {}
+    /// Whether the raw score of a node depends only on the pod and that node's state, and
+    /// PreScore neither depends on the feasible set nor on pods elsewhere. Lets
+    /// [`crate::schedule_one::place_copies`] rescore only the node that received a copy.
+    /// Required (no default): a new plugin must decide.
+    fn node_local(&self) -> bool;
+}
+
+/// Reserve / Unreserve: claims what the pod will use on its node (devices, volumes) once
+/// its group's assignment is decided. Unreserve undoes it when a later member, Permit or
+/// PreBind fails; it must be idempotent.
+pub trait ReservePlugin: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// Reserves for `pod` on `node`. An error fails the pod (and a gang with it).
+    fn reserve(
+        &self,
+        data: &mut CycleData,
+        snap: &Snapshot,
+        pod: &PodInfo,
+        node: NodeId,
+    ) -> Result<(), Status>;
+    /// Releases what [`ReservePlugin::reserve`] took.
+    fn unreserve(&self, data: &mut CycleData, snap: &Snapshot, pod: &PodInfo, node: NodeId);
+}
+
+/// What Permit says about a reserved pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PermitVerdict {
+    Allow,
+    /// Not now (the group is retried after its backoff), with the reason.
+    Wait(String),
+    /// Never on this node, with the reason.
+    Reject(String),
+}
+
+/// Permit: the last word before binding, asked once every member of the group is reserved.
+pub trait PermitPlugin: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn permit(&self, data: &CycleData, snap: &Snapshot, pod: &PodInfo, node: NodeId) -> PermitVerdict;
+}
+
+/// PreBind: work that must be done before the binding (e.g. writing a claim's allocation);
+/// called only when the whole group is permitted. An error fails the group.
+pub trait PreBindPlugin: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn pre_bind(
+        &self,
+        data: &mut CycleData,
+        snap: &Snapshot,
+        pod: &PodInfo,
+        node: NodeId,
+    ) -> Result<(), Status>;
+}
+
+/// Per-pod data of one scheduling cycle, typed and keyed by plugin (kube's CycleState
+/// data): a plugin writes what its PreFilter / Filter / Reserve compute and reads it back
+/// at its later extension points. Values own their data (`'static`), so they outlive the
+/// snapshot borrow of one filter pass and travel with the pod to Reserve and PreBind.
+#[derive(Default)]
+pub struct CycleData {
+    entries: Vec<(&'static str, Box<dyn Any + Send + Sync>)>,
+}
+
+impl fmt::Debug for CycleData {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.entries.iter().map(|(k, _)| k)).finish()
+    }
+}
+
+impl CycleData {
+    /// Stores `value` for `plugin` (replacing its earlier value of the same type).
+    pub fn write<T: Any + Send + Sync>(&mut self, plugin: &'static str, value: T) {
+        match self.read_mut::<T>(plugin) {
+            Some(slot) => *slot = value,
+            None => self.entries.push((plugin, Box::new(value))),
+        }
+    }
+    /// The value of type `T` stored for `plugin`.
+    pub fn read<T: Any>(&self, plugin: &str) -> Option<&T> {
+        self.entries.iter().filter(|(k, _)| *k == plugin).find_map(|(_, v)| v.downcast_ref::<T>())
+    }
+    /// The value of type `T` stored for `plugin`, mutably.
+    pub fn read_mut<T: Any>(&mut self, plugin: &str) -> Option<&mut T> {
+        self.entries.iter_mut().filter(|(k, _)| *k == plugin).find_map(|(_, v)| v.downcast_mut::<T>())
+    }
+    /// Whether nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Candidate nodes narrowed by PreFilter plugins (kube's `PreFilterResult`).
+#[derive(Debug, Clone, Default)]
+pub struct NodeRestriction<'a> {
+    /// Allowed node names, sorted and deduplicated.
+    pub names: Vec<&'a str>,
+    /// Plugins that narrowed the set, sorted.
+    pub plugins: Vec<&'static str>,
+}
+
+impl NodeRestriction<'_> {
+    /// Whether the node named `name` is a candidate.
+    pub fn allows(&self, name: &str) -> bool {
+        self.names.binary_search(&name).is_ok()
+    }
+
+    /// The reason given to nodes left out: `node(s) didn't satisfy plugin(s) [A B]`.
+    pub fn reason(&self) -> String {
+        format!("node(s) didn't satisfy plugin(s) [{}]", self.plugins.join(" "))
+    }
+}
+
+/// Per-pod state of one scheduling attempt (kube's CycleState): the pod's parsed
+/// scheduling constraints, what PreFilter / PreScore computed (in [`CycleState::data`]),
+/// the PreFilter node restriction. It borrows the pod and the snapshot, so it can never
+/// outlive a change of either; [`CycleState::data`] owns its values and may.
+pub struct CycleState<'a> {
+    /// The pod being scheduled.
+    pub pod: &'a PodInfo,
+    /// The pod's scheduling constraints, parsed once.
+    pub parsed: ParsedPod<'a>,
+    /// Typed per-plugin data.
+    pub data: CycleData,
+    /// Candidate nodes narrowed by PreFilter (`None`: every node is a candidate).
+    pub restriction: Option<NodeRestriction<'a>>,
+    /// Filter plugins (by index in the framework) whose PreFilter said Skip.
+    pub(crate) skip_filters: u64,
+    /// Score plugins (by index in the framework) whose PreScore said Skip.
+    pub(crate) skip_scores: u64,
+}
+
+impl<'a> CycleState<'a> {
+    /// A fresh state for `pod`.
+    pub fn new(pod: &'a PodInfo) -> CycleState<'a> {
+        CycleState {
+            pod,
+            parsed: ParsedPod::new(pod),
+            data: CycleData::default(),
+            restriction: None,
+            skip_filters: 0,
+            skip_scores: 0,
+        }
+    }
+
+    /// Narrows the candidate nodes to `names` (intersected with earlier restrictions).
+    pub fn restrict_nodes(&mut self, plugin: &'static str, mut names: Vec<&'a str>) {
+        names.sort_unstable();
+        names.dedup();
+        match self.restriction.as_mut() {
+            None => self.restriction = Some(NodeRestriction { names, plugins: vec![plugin] }),
+            Some(r) => {
+                r.names.retain(|n| names.binary_search(n).is_ok());
+                r.plugins.push(plugin);
+                r.plugins.sort_unstable();
+                r.plugins.dedup();
+            }
+        }
+    }
+}
+
+/// Which speed-ups of the placement search are exact for a pod under a framework.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shortcuts {
+    /// The aggregate-capacity pre-filter may reject a placement: some active filter checks
+    /// plain resources, so "the placement's free plain resources cannot hold the pods" is a
+    /// necessary condition of feasibility.
+    pub aggregate_bound: bool,
+    /// Copies of the pod can be counted per node (and placed in one pass): every active
+    /// filter is node-local or checks plain resources, and at least one checks them.
+    pub copy_counting: bool,
+}
+
+/// The configured pod-level plugins: filters in kube-scheduler's order, score plugins with
+/// their weights, and the Reserve, Permit and PreBind plugins.
+pub struct Framework {
+    pub(crate) filters: Vec<Box<dyn FilterPlugin>>,
+    pub(crate) scores: Vec<(Box<dyn ScorePlugin>, i64)>,
+    pub(crate) reserve: Vec<Box<dyn ReservePlugin>>,
+    pub(crate) permit: Vec<Box<dyn PermitPlugin>>,
+    pub(crate) pre_bind: Vec<Box<dyn PreBindPlugin>>,
+    /// `percentageOfNodesToScore` for the pods of a PodGroup cycle searching a large node
+    /// set (see [`crate::schedule_one::num_feasible_nodes_to_find`]).
+    pub(crate) percentage_of_nodes_to_score: Option<u32>,
+}
+
+impl fmt::Debug for Framework {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Framework")
+            .field("filters", &self.filter_names())
+            .field("scores", &self.score_weights())
+            .field("reserve", &self.reserve.iter().map(|p| p.name()).collect::<Vec<_>>())
+            .field("permit", &self.permit.iter().map(|p| p.name()).collect::<Vec<_>>())
+            .field("pre_bind", &self.pre_bind.iter().map(|p| p.name()).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Framework {
+    /// A framework without plugins (every node fits, every score is 0).
+    pub fn empty() -> Framework {
+        Framework {
+            filters: Vec::new(),
+            scores: Vec::new(),
+            reserve: Vec::new(),
+            permit: Vec::new(),
+            pre_bind: Vec::new(),
+            percentage_of_nodes_to_score: None,
+        }
+    }
+
+    /// The filters of `fw` alone (no score, Reserve, Permit or PreBind plugin): what the
+    /// hierarchical strategy evaluates per node before its own counting.
+    pub fn filters_only(fw: Framework) -> Framework {
+        Framework { filters: fw.filters, ..Framework::empty() }
+    }
+
+    /// Bits of the filters whose [`FilterPlugin::dependence`] for `pod` is `dependence`.
+    pub fn filter_mask(&self, pod: &PodInfo, dependence: Dependence) -> u64 {
+        self.filters
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.dependence(pod) == dependence)
+            .fold(0, |m, (i, _)| m | 1 << i)
+    }
+
+    /// Appends a filter plugin (filters run in registration order; at most 64).
+    pub fn add_filter(&mut self, plugin: Box<dyn FilterPlugin>) {
+        assert!(self.filters.len() < 64, "at most 64 filter plugins");
+        self.filters.push(plugin);
+    }
+
+    /// Appends a score plugin with its weight; weight 0 leaves it out.
+    pub fn add_score(&mut self, plugin: Box<dyn ScorePlugin>, weight: i64) {
+        assert!(self.scores.len() < 64, "at most 64 score plugins");
+        if weight != 0 {
+            self.scores.push((plugin, weight));
+        }
+    }
+
+    /// Names of the filter plugins, in order.
+    pub fn filter_names(&self) -> Vec<&'static str> {
+        self.filters.iter().map(|p| p.name()).collect()
+    }
+
+    /// Names and weights of the score plugins, in order.
+    pub fn score_weights(&self) -> Vec<(&'static str, i64)> {
+        self.scores.iter().map(|(p, w)| (p.name(), *w)).collect()
+    }
+
+    /// Whether any Reserve, Permit or PreBind plugin is configured (else the commit step
+    /// has nothing to run).
+    pub fn has_binding_cycle_plugins(&self) -> bool {
+        !(self.reserve.is_empty() && self.permit.is_empty() && self.pre_bind.is_empty())
+    }
+
+    /// Which placement-search shortcuts are exact for `pod` (see [`Dependence`]).
+    pub fn shortcuts(&self, pod: &PodInfo) -> Shortcuts {
+        let mut resources = false;
+        let mut exact = true;
+        for f in &self.filters {
+            match f.dependence(pod) {
+                Dependence::NodeLocal => {}
+                Dependence::PlainResources => resources = true,
+                Dependence::SameNodePods | Dependence::OtherPods | Dependence::ExtraCapacity => exact = false,
+            }
+        }
+        Shortcuts { aggregate_bound: resources, copy_counting: resources && exact }
+    }
+
+    /// Runs Reserve for one pod; on an error the plugins reserved so far are unreserved.
+    pub fn run_reserve(
+        &self,
+        data: &mut CycleData,
+        snap: &Snapshot,
+        pod: &PodInfo,
+        node: NodeId,
+    ) -> Result<(), Status> {
+        for (i, p) in self.reserve.iter().enumerate() {
+            if let Err(mut s) = p.reserve(data, snap, pod, node) {
+                for q in self.reserve[..=i].iter().rev() {
+                    q.unreserve(data, snap, pod, node);
+                }
+                if s.plugin.is_empty() {
+                    s.plugin = p.name();
+                }
+                return Err(s);
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs Unreserve for one pod, in reverse order.
+    pub fn run_unreserve(&self, data: &mut CycleData, snap: &Snapshot, pod: &PodInfo, node: NodeId) {
+        for p in self.reserve.iter().rev() {
+            p.unreserve(data, snap, pod, node);
+        }
+    }
+
+    /// Runs Permit for one pod: the first verdict that is not Allow.
+    pub fn run_permit(
+        &self,
+        data: &CycleData,
+        snap: &Snapshot,
+        pod: &PodInfo,
+        node: NodeId,
+    ) -> PermitVerdict {
+        self.permit
+            .iter()
+            .map(|p| p.permit(data, snap, pod, node))
+            .find(|v| *v != PermitVerdict::Allow)
+            .unwrap_or(PermitVerdict::Allow)
+    }
+
+    /// Runs PreBind for one pod, stopping at the first error.
+    pub fn run_pre_bind(
+        &self,
+        data: &mut CycleData,
+        snap: &Snapshot,
+        pod: &PodInfo,
+        node: NodeId,
+    ) -> Result<(), Status> {
+        for p in &self.pre_bind {
+            p.pre_bind(data, snap, pod, node).map_err(|mut s| {
+                if s.plugin.is_empty() {
+                    s.plugin = p.name();
+                }
+                s
+            })?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cycle_data_is_typed_and_keyed_by_plugin() {
+        let mut d = CycleData::default();
+        d.write("A", 1u32);
+        d.write("A", String::from("a"));
+        d.write("B", 2u32);
+        assert_eq!(d.read::<u32>("A"), Some(&1));
+        assert_eq!(d.read::<String>("A").map(String::as_str), Some("a"));
+        assert_eq!(d.read::<u32>("B"), Some(&2));
+        assert_eq!(d.read::<u64>("A"), None, "another type under the same plugin");
+        d.write("A", 5u32);
+        *d.read_mut::<u32>("B").unwrap() += 1;
+        assert_eq!((d.read::<u32>("A"), d.read::<u32>("B")), (Some(&5), Some(&3)));
+    }
+}

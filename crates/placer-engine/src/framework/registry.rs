@@ -1,0 +1,262 @@
+//! Plugins by name and extension point, and the profiles built from them.
+//!
+//! A [`Registry`] lists every plugin Placer has (filled once, in
+//! `crate::plugins::registry`), each with a factory, its extension point and whether the
+//! default profile enables it. [`Registry::pod_framework`] and
+//! [`Registry::placement_framework`] build a profile as kube-scheduler does from
+//! KubeSchedulerConfiguration's `plugins`: at each point, the defaults in registration
+//! order, minus the names in `disabled` (`*`: every default) of the point or of
+//! `multiPoint`, plus the plugins `enabled` there (after the defaults; a default named
+//! again only takes the new weight). Score weights also follow
+//! [`SchedulerConfig::plugin_weights`]; weight 0 leaves a score plugin out.
+
+use std::fmt;
+
+use super::placement::{PlacementFeasible, PlacementFramework, PlacementGenerate, PlacementScore};
+use super::pod::{FilterPlugin, Framework, PermitPlugin, PreBindPlugin, ReservePlugin, ScorePlugin};
+use crate::config::{ExtensionPoint, SchedulerConfig};
+
+/// A factory: the plugin for a configuration, or `None` when the configuration leaves it
+/// out (e.g. its feature gate is off).
+type Make<T> = fn(&SchedulerConfig) -> Option<T>;
+
+/// A plugin factory at one extension point.
+#[derive(Clone, Copy)]
+// Reserve / Permit / PreBind: the rooms of the next resource kinds (devices, volumes);
+// only tests register such plugins until the first one lands.
+#[cfg_attr(not(test), allow(dead_code))]
+enum Factory {
+    Filter(Make<Box<dyn FilterPlugin>>),
+    /// With the default weight.
+    Score(Make<Box<dyn ScorePlugin>>, i64),
+    Reserve(Make<Box<dyn ReservePlugin>>),
+    Permit(Make<Box<dyn PermitPlugin>>),
+    PreBind(Make<Box<dyn PreBindPlugin>>),
+    PlacementGenerate(Make<Box<dyn PlacementGenerate>>),
+    PlacementFeasible(Make<Box<dyn PlacementFeasible>>),
+    /// With the default weight.
+    PlacementScore(Make<Box<dyn PlacementScore>>, i64),
+}
+
+impl Factory {
+    fn point(&self) -> ExtensionPoint {
+        match self {
+            Factory::Filter(_) => ExtensionPoint::Filter,
+            Factory::Score(..) => ExtensionPoint::Score,
+            Factory::Reserve(_) => ExtensionPoint::Reserve,
+            Factory::Permit(_) => ExtensionPoint::Permit,
+            Factory::PreBind(_) => ExtensionPoint::PreBind,
+            Factory::PlacementGenerate(_) => ExtensionPoint::PlacementGenerate,
+            Factory::PlacementFeasible(_) => ExtensionPoint::PlacementFeasible,
+            Factory::PlacementScore(..) => ExtensionPoint::PlacementScore,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Entry {
+    name: &'static str,
+    factory: Factory,
+    by_default: bool,
+}
+
+/// Every plugin by name and extension point (see the module docs).
+#[derive(Clone, Default)]
+pub struct Registry {
+    entries: Vec<Entry>,
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.entries.iter().map(|e| (e.factory.point().key(), e.name, e.by_default)))
+            .finish()
+    }
+}
+
+/// A profile names a plugin the registry does not have at that extension point.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("plugins.{point}: unknown plugin {name:?} (known here: {known})")]
+pub struct UnknownPlugin {
+    pub point: &'static str,
+    pub name: String,
+    pub known: String,
+}
+
+#[cfg_attr(not(test), allow(dead_code))]
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    fn add(&mut self, name: &'static str, factory: Factory, by_default: bool) -> &mut Self {
+        self.entries.push(Entry { name, factory, by_default });
+        self
+    }
+
+    /// Registers a filter plugin, enabled by default.
+    pub fn filter(&mut self, name: &'static str, make: Make<Box<dyn FilterPlugin>>) -> &mut Self {
+        self.add(name, Factory::Filter(make), true)
+    }
+    /// Registers a score plugin with its default weight, enabled by default.
+    pub fn score(&mut self, name: &'static str, weight: i64, make: Make<Box<dyn ScorePlugin>>) -> &mut Self {
+        self.add(name, Factory::Score(make, weight), true)
+    }
+    /// Registers a Reserve plugin, enabled by default.
+    pub fn reserve(&mut self, name: &'static str, make: Make<Box<dyn ReservePlugin>>) -> &mut Self {
+        self.add(name, Factory::Reserve(make), true)
+    }
+    /// Registers a Permit plugin, enabled by default.
+    pub fn permit(&mut self, name: &'static str, make: Make<Box<dyn PermitPlugin>>) -> &mut Self {
+        self.add(name, Factory::Permit(make), true)
+    }
+    /// Registers a PreBind plugin, enabled by default.
+    pub fn pre_bind(&mut self, name: &'static str, make: Make<Box<dyn PreBindPlugin>>) -> &mut Self {
+        self.add(name, Factory::PreBind(make), true)
+    }
+    /// Registers a PlacementGenerate plugin, enabled by default.
+    pub fn placement_generate(
+        &mut self,
+        name: &'static str,
+        make: Make<Box<dyn PlacementGenerate>>,
+    ) -> &mut Self {
+        self.add(name, Factory::PlacementGenerate(make), true)
+    }
+    /// Registers a PlacementFeasible plugin, enabled by default.
+    pub fn placement_feasible(
+        &mut self,
+        name: &'static str,
+        make: Make<Box<dyn PlacementFeasible>>,
+    ) -> &mut Self {
+        self.add(name, Factory::PlacementFeasible(make), true)
+    }
+    /// Registers a PlacementScore plugin with its default weight, enabled by default.
+    pub fn placement_score(
+        &mut self,
+        name: &'static str,
+        weight: i64,
+        make: Make<Box<dyn PlacementScore>>,
+    ) -> &mut Self {
+        self.add(name, Factory::PlacementScore(make, weight), true)
+    }
+    /// Makes the plugin registered last available by name only (not in the default
+    /// profile: a profile's `enabled` turns it on).
+    pub fn off_by_default(&mut self) -> &mut Self {
+        if let Some(e) = self.entries.last_mut() {
+            e.by_default = false;
+        }
+        self
+    }
+
+    /// Checks that every plugin a profile enables or disables exists at its point.
+    pub fn check(&self, config: &SchedulerConfig) -> Result<(), UnknownPlugin> {
+        for (&point, set) in &config.plugins.points {
+            let names =
+                set.enabled.iter().map(|p| p.name.as_str()).chain(set.disabled.iter().map(String::as_str));
+            for name in names {
+                if name == "*" {
+                    continue;
+                }
+                let known: Vec<&str> = self
+                    .entries
+                    .iter()
+                    .filter(|e| point == ExtensionPoint::MultiPoint || e.factory.point() == point)
+                    .map(|e| e.name)
+                    .collect();
+                if !known.contains(&name) {
+                    let mut list = known.clone();
+                    list.dedup();
+                    return Err(UnknownPlugin {
+                        point: point.key(),
+                        name: name.to_string(),
+                        known: list.join(", "),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The entries of `point` a profile runs, in order, with their weights (score points).
+    /// Unknown names in the profile are skipped ([`Registry::check`] reports them).
+    fn selected(&self, config: &SchedulerConfig, point: ExtensionPoint) -> Vec<(Entry, Option<i64>)> {
+        let sets = [config.plugins.at(point), config.plugins.at(ExtensionPoint::MultiPoint)];
+        let disabled =
+            |name: &str| sets.iter().flatten().any(|s| s.disabled.iter().any(|d| d == "*" || d == name));
+        let mut out: Vec<(Entry, Option<i64>)> = self
+            .entries
+            .iter()
+            .filter(|e| e.factory.point() == point && e.by_default && !disabled(e.name))
+            .map(|e| (*e, None))
+            .collect();
+        for set in sets.iter().flatten() {
+            for p in &set.enabled {
+                if let Some(slot) = out.iter_mut().find(|(e, _)| e.name == p.name) {
+                    slot.1 = p.weight.or(slot.1);
+                    continue;
+                }
+                if let Some(e) = self.entries.iter().find(|e| e.factory.point() == point && e.name == p.name)
+                {
+                    out.push((*e, p.weight));
+                }
+            }
+        }
+        out
+    }
+
+    /// The pod-level framework of the profile in `config`.
+    pub fn pod_framework(&self, config: &SchedulerConfig) -> Framework {
+        let mut fw = Framework::empty();
+        fw.percentage_of_nodes_to_score = config.percentage_of_nodes_to_score;
+        for point in [
+            ExtensionPoint::Filter,
+            ExtensionPoint::Score,
+            ExtensionPoint::Reserve,
+            ExtensionPoint::Permit,
+            ExtensionPoint::PreBind,
+        ] {
+            for (e, weight) in self.selected(config, point) {
+                match e.factory {
+                    Factory::Filter(make) => fw.filters.extend(make(config)),
+                    Factory::Score(make, default) => {
+                        let w = config.weight(e.name, weight.unwrap_or(default));
+                        if let Some(p) = make(config).filter(|_| w != 0) {
+                            fw.scores.push((p, w));
+                        }
+                    }
+                    Factory::Reserve(make) => fw.reserve.extend(make(config)),
+                    Factory::Permit(make) => fw.permit.extend(make(config)),
+                    Factory::PreBind(make) => fw.pre_bind.extend(make(config)),
+                    _ => {}
+                }
+            }
+        }
+        fw
+    }
+
+    /// The placement-level framework of the profile in `config`.
+    pub fn placement_framework(&self, config: &SchedulerConfig) -> PlacementFramework {
+        let mut pf = PlacementFramework::empty(config);
+        for point in [
+            ExtensionPoint::PlacementGenerate,
+            ExtensionPoint::PlacementFeasible,
+            ExtensionPoint::PlacementScore,
+        ] {
+            for (e, weight) in self.selected(config, point) {
+                match e.factory {
+                    Factory::PlacementGenerate(make) => pf.generators.extend(make(config)),
+                    Factory::PlacementFeasible(make) => pf.feasible.extend(make(config)),
+                    Factory::PlacementScore(make, default) => {
+                        let w = config.weight(e.name, weight.unwrap_or(default));
+                        if let Some(p) = make(config).filter(|_| w != 0) {
+                            pf.scorers.push((p, w));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        pf
+    }
+}

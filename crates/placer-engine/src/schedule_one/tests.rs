@@ -1,0 +1,385 @@
+use super::*;
+use crate::plugins::node_resources::fit_count;
+use crate::plugins::testing::{node, pod, snapshot_with};
+use crate::SchedulerConfig;
+use proptest::prelude::*;
+use std::sync::Arc;
+
+fn fw() -> Framework {
+    crate::plugins::pod_framework(&SchedulerConfig::default())
+}
+
+#[test]
+fn fit_error_counts_the_first_failing_filter_per_node_like_kube() {
+    let mut nodes = Vec::new();
+    for i in 0..4 {
+        nodes.push(node(&format!("t{i}")).cpu("8").taint("key", "value", "NoSchedule").build());
+    }
+    for i in 0..8 {
+        nodes.push(node(&format!("s{i}")).cpu("1").build());
+    }
+    let snap = snapshot_with(nodes, vec![]);
+    let err = find_node(&fw(), &snap, &pod("p").cpu("2").build(), snap.node_ids()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "0/12 nodes are available: 4 node(s) had untolerated taint {key: value}, 8 Insufficient cpu."
+    );
+    assert_eq!(err.preemptable_nodes.len(), 8, "only resource rejections are preemptable");
+    let names: Vec<&str> = err.preemptable_nodes.iter().map(|&id| snap.node(id).name()).collect();
+    assert!(names.iter().all(|n| n.starts_with('s')));
+}
+
+#[test]
+fn fit_error_parts_sort_as_strings() {
+    let mut e = FitError { num_nodes: 12, ..FitError::default() };
+    e.add_n("node(s) had untolerated taint {a: b}", 2);
+    e.add_n("Insufficient cpu", 10);
+    assert_eq!(
+        e.to_string(),
+        "0/12 nodes are available: 10 Insufficient cpu, 2 node(s) had untolerated taint {a: b}."
+    );
+    e.post_message =
+        Some("preemption: 0/12 nodes are available: 12 No preemption victims found for incoming pod".into());
+    assert_eq!(
+        e.to_string(),
+        "0/12 nodes are available: 10 Insufficient cpu, 2 node(s) had untolerated taint {a: b}. \
+         preemption: 0/12 nodes are available: 12 No preemption victims found for incoming pod."
+    );
+}
+
+#[test]
+fn a_node_can_contribute_several_reasons() {
+    let snap = snapshot_with(vec![node("a").cpu("1").mem("1Gi").build()], vec![]);
+    let err = find_node(&fw(), &snap, &pod("p").cpu("2").mem("2Gi").build(), snap.node_ids()).unwrap_err();
+    assert_eq!(err.to_string(), "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory.");
+}
+
+#[test]
+fn ties_go_to_the_first_node_in_the_given_order() {
+    let snap = snapshot_with(vec![node("a").cpu("4").build(), node("b").cpu("4").build()], vec![]);
+    let p = pod("p").cpu("1").build();
+    let ids = snap.node_ids().to_vec();
+    assert_eq!(find_node(&fw(), &snap, &p, &ids), Ok(ids[0]));
+    let reversed: Vec<NodeId> = ids.iter().rev().copied().collect();
+    assert_eq!(find_node(&fw(), &snap, &p, &reversed), Ok(ids[1]));
+}
+
+#[test]
+fn least_allocated_default_spreads_pods() {
+    let snap = snapshot_with(
+        vec![node("a").cpu("4").mem("4Gi").build(), node("b").cpu("4").mem("4Gi").build()],
+        vec![pod("old").cpu("2").mem("2Gi").on("a").build()],
+    );
+    assert_eq!(
+        find_node(&fw(), &snap, &pod("p").cpu("1").mem("1Gi").build(), snap.node_ids()),
+        snap.node_id("b").ok_or_else(FitError::default)
+    );
+}
+
+#[test]
+fn most_allocated_packs_pods() {
+    let config = SchedulerConfig {
+        node_resources_fit_strategy: crate::config::ScoringStrategy::most_allocated(),
+        ..SchedulerConfig::default()
+    };
+    let fw = crate::plugins::pod_framework(&config);
+    let snap = snapshot_with(
+        vec![node("a").cpu("4").mem("4Gi").build(), node("b").cpu("4").mem("4Gi").build()],
+        vec![pod("old").cpu("2").mem("2Gi").on("b").build()],
+    );
+    assert_eq!(
+        find_node(&fw, &snap, &pod("p").cpu("1").mem("1Gi").build(), snap.node_ids()),
+        Ok(snap.node_id("b").unwrap())
+    );
+}
+
+#[test]
+fn assumed_pods_use_capacity() {
+    let mut snap = snapshot_with(vec![node("a").cpu("2").build()], vec![]);
+    let a = snap.node_ids()[0];
+    snap.assume(Arc::new(pod("g0").cpu("2").build()), a);
+    let err = find_node(&fw(), &snap, &pod("g1").cpu("1").build(), &[a]).unwrap_err();
+    assert_eq!(err.to_string(), "0/1 nodes are available: 1 Insufficient cpu.");
+    assert_eq!(err.preemptable_nodes, vec![a]);
+}
+
+#[test]
+fn too_many_pods() {
+    let snap = snapshot_with(vec![node("a").pods(1).build()], vec![pod("old").on("a").build()]);
+    let st = filter_node(&fw(), &snap, &pod("p").build(), snap.node_ids()[0]);
+    assert_eq!((st.code, st.reasons), (Code::Unschedulable, vec!["Too many pods".to_string()]));
+}
+
+#[test]
+fn feasible_nodes_to_find_follows_kube_scheduler() {
+    assert_eq!(num_feasible_nodes_to_find(None, 50), 50);
+    assert_eq!(num_feasible_nodes_to_find(None, 1000), 420);
+    assert_eq!(num_feasible_nodes_to_find(None, 5000), 500);
+    assert_eq!(num_feasible_nodes_to_find(None, 50_000), 2500);
+    assert_eq!(num_feasible_nodes_to_find(Some(100), 5000), 5000);
+    assert_eq!(num_feasible_nodes_to_find(Some(1), 5000), 100);
+}
+
+#[test]
+fn sampled_search_stops_early_and_reports_what_it_examined() {
+    let nodes: Vec<_> = (0..10).map(|i| node(&format!("n{i}")).cpu("4").mem("8Gi").build()).collect();
+    let snap = snapshot_with(nodes, vec![]);
+    let p = pod("p").cpu("1").mem("1Gi").build();
+    let ids = snap.node_ids().to_vec();
+    let (chosen, examined) = find_node_sampled(&fw(), &snap, &p, &ids, 7, 2);
+    assert_eq!(examined, 2);
+    assert!(chosen.is_ok());
+    let (all, examined) = find_node_sampled(&fw(), &snap, &pod("big").cpu("9").build(), &ids, 3, 2);
+    assert_eq!(examined, 10, "an unschedulable pod is checked against every node");
+    assert_eq!(all.unwrap_err().num_nodes, 10);
+}
+
+#[test]
+fn no_nodes_given() {
+    let snap = snapshot_with(vec![], vec![]);
+    let err = find_node(&fw(), &snap, &pod("p").build(), &[]).unwrap_err();
+    assert_eq!(err.num_nodes, 0);
+}
+
+#[test]
+fn score_nodes_reports_totals_in_order() {
+    let snap = snapshot_with(
+        vec![node("a").cpu("4").mem("4Gi").build(), node("b").cpu("4").mem("4Gi").build()],
+        vec![pod("old").cpu("2").mem("2Gi").on("a").build()],
+    );
+    let scored = score_nodes(&fw(), &snap, &pod("p").cpu("1").mem("1Gi").build(), snap.node_ids()).unwrap();
+    assert_eq!(scored.len(), 2);
+    assert!(scored[1].1 > scored[0].1);
+}
+
+/// Nodes (cpu cores, memory GiB, pod slots), bound pods (node index, cpu and memory in
+/// half units), and the incoming pod's (cpu, memory) in half units.
+type Cluster = (Vec<(u32, u32, u32)>, Vec<(usize, u32, u32)>, (u32, u32));
+
+fn arb_cluster() -> impl Strategy<Value = Cluster> {
+    let nodes = prop::collection::vec((1u32..16, 1u32..16, 1u32..6), 1..8);
+    nodes.prop_flat_map(|nodes| {
+        let n = nodes.len();
+        let pods = prop::collection::vec((0..n, 0u32..8, 0u32..8), 0..12);
+        (Just(nodes), pods, (0u32..10, 0u32..10))
+    })
+}
+
+fn build(nodes: &[(u32, u32, u32)], pods: &[(usize, u32, u32)]) -> Snapshot {
+    let ns = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, &(cpu, mem, slots))| {
+            node(&format!("n{i}")).cpu(&cpu.to_string()).mem(&format!("{mem}Gi")).pods(slots).build()
+        })
+        .collect();
+    let ps = pods
+        .iter()
+        .enumerate()
+        .map(|(i, &(n, cpu, mem))| {
+            pod(&format!("e{i}"))
+                .cpu(&format!("{}m", cpu * 500))
+                .mem(&format!("{}Mi", mem * 512))
+                .on(&format!("n{n}"))
+                .build()
+        })
+        .collect();
+    snapshot_with(ns, ps)
+}
+
+/// Nodes in zones with optional taints, pods with app labels, and an incoming pod with a
+/// spread constraint, anti-affinity and a toleration chosen at random.
+#[derive(Debug, Clone)]
+struct Constrained {
+    nodes: Vec<(u32, u8, bool)>,
+    pods: Vec<(usize, u8)>,
+    incoming: (u8, u8, bool),
+}
+
+fn arb_constrained() -> impl Strategy<Value = Constrained> {
+    prop::collection::vec((1u32..6, 0u8..3, any::<bool>()), 1..8).prop_flat_map(|nodes| {
+        let n = nodes.len();
+        (Just(nodes), prop::collection::vec((0..n, 0u8..3), 0..12), (0u8..3, 0u8..4, any::<bool>()))
+            .prop_map(|(nodes, pods, incoming)| Constrained { nodes, pods, incoming })
+    })
+}
+
+fn build_constrained(c: &Constrained) -> (Snapshot, PodInfo) {
+    use crate::plugins::testing::{affinity_term, match_labels, spread};
+    let ns = c
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, &(cpu, zone, tainted))| {
+            let b = node(&format!("n{i}"))
+                .cpu(&cpu.to_string())
+                .label("kubernetes.io/hostname", &format!("n{i}"))
+                .label("zone", &format!("z{zone}"));
+            if tainted {
+                b.taint("dedicated", "x", "NoSchedule").build()
+            } else {
+                b.build()
+            }
+        })
+        .collect();
+    let ps = c
+        .pods
+        .iter()
+        .enumerate()
+        .map(|(i, &(n, app))| {
+            pod(&format!("e{i}")).cpu("1").label("app", &format!("a{app}")).on(&format!("n{n}")).build()
+        })
+        .collect();
+    let (app, kind, tolerate) = c.incoming;
+    let app_label = format!("a{app}");
+    let mut p = pod("p").cpu("1").label("app", &app_label);
+    let sel = || match_labels(&[("app", app_label.as_str())]);
+    p = match kind {
+        0 => p.spread(spread(1, "zone", "DoNotSchedule", sel())),
+        1 => p.pod_anti_affinity(affinity_term("kubernetes.io/hostname", sel())),
+        2 => p.pod_affinity(affinity_term("zone", sel())),
+        _ => p.spread(spread(1, "zone", "ScheduleAnyway", sel())),
+    };
+    if tolerate {
+        p = p.toleration("dedicated", "Exists", "", "NoSchedule");
+    }
+    (snapshot_with(ns, ps), p.build())
+}
+
+proptest! {
+    #[test]
+    fn the_chosen_node_passes_every_filter(c in arb_constrained()) {
+        let (snap, p) = build_constrained(&c);
+        let fw = fw();
+        let feasible = feasible_nodes(&fw, &snap, &p, snap.node_ids());
+        match find_node(&fw, &snap, &p, snap.node_ids()) {
+            Ok(id) => {
+                prop_assert!(filter_node(&fw, &snap, &p, id).is_success());
+                prop_assert!(feasible.unwrap_or_default().contains(&id));
+                prop_assert!(fit_count(&snap, &p, id) >= 1);
+            }
+            Err(e) => {
+                prop_assert!(feasible.is_err());
+                prop_assert_eq!(e.reasons.values().sum::<usize>() >= snap.num_nodes(), true);
+                for &id in snap.node_ids() {
+                    prop_assert!(!filter_node(&fw, &snap, &p, id).is_success());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn constrained_decisions_are_deterministic(c in arb_constrained()) {
+        let (a, pa) = build_constrained(&c);
+        let (b, pb) = build_constrained(&c);
+        let ra = find_node(&fw(), &a, &pa, a.node_ids()).map(|id| a.node(id).name().to_string()).map_err(|e| e.to_string());
+        let rb = find_node(&fw(), &b, &pb, b.node_ids()).map(|id| b.node(id).name().to_string()).map_err(|e| e.to_string());
+        prop_assert_eq!(ra, rb);
+    }
+
+    #[test]
+    fn the_chosen_node_never_exceeds_its_resources((nodes, pods, (cpu, mem)) in arb_cluster()) {
+        let snap = build(&nodes, &pods);
+        let p = pod("p").cpu(&format!("{}m", cpu * 500)).mem(&format!("{}Mi", mem * 512)).build();
+        if let Ok(id) = find_node(&fw(), &snap, &p, snap.node_ids()) {
+            let n = snap.node(id);
+            let alloc = &n.info.allocatable;
+            prop_assert!(n.requested.cpu + p.requests.cpu <= alloc.cpu || p.requests.cpu == 0);
+            prop_assert!(n.requested.memory + p.requests.memory <= alloc.memory || p.requests.memory == 0);
+            prop_assert!(n.requested.pods < alloc.pods);
+            prop_assert!(fit_count(&snap, &p, id) >= 1);
+        } else {
+            for &id in snap.node_ids() {
+                prop_assert_eq!(fit_count(&snap, &p, id), 0);
+            }
+        }
+    }
+
+    #[test]
+    fn identical_inputs_give_identical_results((nodes, pods, (cpu, mem)) in arb_cluster()) {
+        let p = pod("p").cpu(&format!("{}m", cpu * 500)).mem(&format!("{}Mi", mem * 512)).build();
+        let a = build(&nodes, &pods);
+        let b = build(&nodes, &pods);
+        let ra = find_node(&fw(), &a, &p, a.node_ids()).map(|id| a.node(id).name().to_string()).map_err(|e| e.to_string());
+        let rb = find_node(&fw(), &b, &p, b.node_ids()).map(|id| b.node(id).name().to_string()).map_err(|e| e.to_string());
+        prop_assert_eq!(ra, rb);
+    }
+
+    /// The shortcut for identical copies lands every copy where a full search per copy
+    /// (each assumed before the next) would, including with normalized scores
+    /// (PreferNoSchedule taints, preferred node affinity) and under several strategies.
+    #[test]
+    fn place_copies_matches_one_search_per_copy(
+        (nodes, pods, (cpu, mem)) in arb_cluster(),
+        tainted in prop::collection::vec(any::<bool>(), 8),
+        zones in prop::collection::vec(0u8..3, 8),
+        prefer_zone in prop::option::of(0u8..3),
+        tolerate in any::<bool>(),
+        most_allocated in any::<bool>(),
+        copies in 1usize..24,
+    ) {
+        use crate::plugins::testing::node_req;
+        let ns = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &(c, m, slots))| {
+                let b = node(&format!("n{i}"))
+                    .cpu(&c.to_string())
+                    .mem(&format!("{m}Gi"))
+                    .pods(slots)
+                    .label("zone", &format!("z{}", zones[i]));
+                if tainted[i] { b.taint("spot", "x", "PreferNoSchedule").build() } else { b.build() }
+            })
+            .collect();
+        let ps = pods
+            .iter()
+            .enumerate()
+            .map(|(i, &(n, c, m))| {
+                pod(&format!("e{i}")).cpu(&format!("{}m", c * 500)).mem(&format!("{}Mi", m * 512)).on(&format!("n{n}")).build()
+            })
+            .collect();
+        let mut snap = snapshot_with(ns, ps);
+        let mut b = pod("p").cpu(&format!("{}m", cpu * 500)).mem(&format!("{}Mi", mem * 512));
+        if let Some(z) = prefer_zone {
+            b = b.preferred_node_term(3, vec![node_req("zone", "In", &[&format!("z{z}")])]);
+        }
+        if tolerate {
+            b = b.toleration("spot", "Exists", "", "PreferNoSchedule");
+        }
+        let p = Arc::new(b.build());
+        let mut config = SchedulerConfig::default();
+        if most_allocated {
+            config.node_resources_fit_strategy = crate::config::ScoringStrategy::most_allocated();
+        }
+        let fw = crate::plugins::pod_framework(&config);
+        let nodes_all = snap.node_ids().to_vec();
+        let Some(plan) = place_copies(&fw, &snap, &p, &nodes_all, copies) else {
+            // Only when not even one copy fits.
+            prop_assert!(find_node(&fw, &snap, &p, &nodes_all).is_err());
+            return Ok(());
+        };
+        let mark = snap.checkpoint();
+        let mut searched = Vec::new();
+        for _ in 0..copies {
+            match find_node(&fw, &snap, &p, &nodes_all) {
+                Ok(id) => {
+                    snap.assume(p.clone(), id);
+                    searched.push(id);
+                }
+                Err(_) => break,
+            }
+        }
+        snap.rollback(mark);
+        prop_assert_eq!(plan, searched);
+    }
+
+    #[test]
+    fn feasible_nodes_agree_with_fit_count((nodes, pods, (cpu, mem)) in arb_cluster()) {
+        let snap = build(&nodes, &pods);
+        let p = pod("p").cpu(&format!("{}m", cpu * 500)).mem(&format!("{}Mi", mem * 512)).build();
+        let feasible = feasible_nodes(&fw(), &snap, &p, snap.node_ids()).unwrap_or_default();
+        for &id in snap.node_ids() {
+            prop_assert_eq!(feasible.contains(&id), fit_count(&snap, &p, id) >= 1);
+        }
+    }
+}

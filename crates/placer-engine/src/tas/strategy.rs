@@ -1,0 +1,60 @@
+//! The hierarchical strategy's adapter: a seed 002 unit decided by
+//! [`super::engine_bridge::place_unit`], answered with the [`GroupOutcome`] every strategy
+//! gives.
+
+use crate::framework::group::{
+    group_pod_message, unschedulable_all, GroupCycle, GroupDecision, GroupOutcome,
+};
+use crate::placement::GroupContext;
+use crate::snapshot::Snapshot;
+
+use super::engine_bridge::{place_unit, TasCache};
+
+/// The hierarchical topology-aware scheduling of seed 002 (`crate::tas`), used for every
+/// PodGroup when `config.topology_levels` is non-empty.
+///
+/// `cycles` is a unit decided together: one PodGroup, or the leader and workers PodGroups
+/// of a PodSet group (same `kueue.x-k8s.io/podset-group-name`), bound both or neither. The
+/// algorithm chooses domains and per-leaf counts; every pod is then confirmed by the
+/// pod-level filters of `ctx.algo` (see [`crate::tas::engine_bridge`]). Returns one entry
+/// per cycle, `None` for a cycle without pods to place. `snap` is left as found.
+pub fn hierarchical_assignment(
+    ctx: &GroupContext<'_>,
+    snap: &mut Snapshot,
+    cache: &mut TasCache,
+    cycles: &[&GroupCycle],
+) -> Vec<Option<GroupDecision>> {
+    match place_unit(ctx.algo, ctx.config, snap, cache, cycles) {
+        Ok(members) => members
+            .into_iter()
+            .map(|m| {
+                m.map(|m| {
+                    let failures =
+                        m.left_out.into_iter().map(|(i, why)| (i, group_pod_message(&why))).collect();
+                    GroupDecision {
+                        outcome: GroupOutcome::Scheduled {
+                            placement: None,
+                            assignments: m.assignments,
+                            failures,
+                        },
+                        topology_assignment: serde_json::to_string(&m.topology_assignment).ok(),
+                    }
+                })
+            })
+            .collect(),
+        Err(failure) => cycles
+            .iter()
+            .map(|cycle| {
+                if cycle.pods.is_empty() {
+                    return None;
+                }
+                let outcome = if failure.internal {
+                    GroupOutcome::Error { message: failure.message.clone() }
+                } else {
+                    unschedulable_all(cycle, failure.message.clone())
+                };
+                Some(GroupDecision { outcome, topology_assignment: None })
+            })
+            .collect(),
+    }
+}

@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use placer_api::gates::FeatureGates;
-use placer_engine::SchedulerConfig;
+use placer_engine::{check_profile, ExtensionPoint, SchedulerConfig, ScoringStrategy};
 
-use crate::trace::Trace;
+use crate::trace::{Trace, GPU};
 
 /// One configuration of the comparison.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,8 +21,13 @@ pub struct LabConfig {
     pub hierarchical: bool,
     /// Feature gates on top of the trace's.
     pub gates: &'static [(&'static str, bool)],
-    /// Placement score plugin weights on top of the defaults.
+    /// Plugin weights on top of the defaults.
     pub weights: &'static [(&'static str, i64)],
+    /// Plugins the profile enables at `placementScore`, with their weights.
+    pub placement_scores: &'static [(&'static str, i64)],
+    /// Pod-level NodeResourcesFit scores MostAllocated over cpu, memory and the trace's
+    /// GPUs (bin packing) instead of kube-scheduler's default LeastAllocated.
+    pub bin_pack_nodes: bool,
 }
 
 /// KEP-5732: no `topologyLevels`, placements generated per domain of the required level
@@ -33,6 +38,8 @@ pub const KEP5732: LabConfig = LabConfig {
     hierarchical: false,
     gates: &[],
     weights: &[],
+    placement_scores: &[],
+    bin_pack_nodes: false,
 };
 
 /// Seed 002 with BestFit everywhere (`TASProfileBestFit`).
@@ -42,6 +49,8 @@ pub const TAS_BEST_FIT: LabConfig = LabConfig {
     hierarchical: true,
     gates: &[("TASProfileBestFit", true)],
     weights: &[],
+    placement_scores: &[],
+    bin_pack_nodes: false,
 };
 
 /// Seed 002 with BalancedPlacement for preferred requests (`TASBalancedPlacement`;
@@ -52,6 +61,45 @@ pub const TAS_BALANCED: LabConfig = LabConfig {
     hierarchical: true,
     gates: &[("TASBalancedPlacement", true)],
     weights: &[],
+    placement_scores: &[],
+    bin_pack_nodes: false,
+};
+
+/// Seed 002 with LeastFreeCapacity everywhere (`TASProfileLeastFreeCapacity`, Kueue's
+/// profile until v0.16).
+pub const TAS_LFC: LabConfig = LabConfig {
+    id: "tas-lfc",
+    title: "seed 002 hierarchy, LeastFreeCapacity (TASProfileLeastFreeCapacity)",
+    hierarchical: true,
+    gates: &[("TASProfileLeastFreeCapacity", true)],
+    weights: &[],
+    placement_scores: &[],
+    bin_pack_nodes: false,
+};
+
+/// Placer: KEP-5732 placements scored by `PlacementFragmentation` (weight 5, over the
+/// default placement scores), pods bin-packed inside the chosen placement
+/// (NodeResourcesFit MostAllocated, GPUs weighted 5).
+pub const PLACER: LabConfig = LabConfig {
+    id: "placer",
+    title: "Placer: KEP-5732 + PlacementFragmentation score + bin-packed nodes",
+    hierarchical: false,
+    gates: &[],
+    weights: &[],
+    placement_scores: &[("PlacementFragmentation", 5)],
+    bin_pack_nodes: true,
+};
+
+/// Placer's fragmentation score alone (nodes scored as kube-scheduler does), to tell the
+/// two parts of [`PLACER`] apart.
+pub const PLACER_SCORE_ONLY: LabConfig = LabConfig {
+    id: "placer-score",
+    title: "KEP-5732 + PlacementFragmentation score only (default node scores)",
+    hierarchical: false,
+    gates: &[],
+    weights: &[],
+    placement_scores: &[("PlacementFragmentation", 5)],
+    bin_pack_nodes: false,
 };
 
 /// Kueue's default profile (`TASProfileMixed`): BestFit, LeastFreeCapacity for
@@ -62,16 +110,18 @@ pub const TAS_MIXED: LabConfig = LabConfig {
     hierarchical: true,
     gates: &[],
     weights: &[],
+    placement_scores: &[],
+    bin_pack_nodes: false,
 };
 
 /// Every configuration `placer replay` knows, in table order.
 pub fn all() -> Vec<LabConfig> {
-    vec![KEP5732, TAS_BEST_FIT, TAS_BALANCED, TAS_MIXED]
+    vec![KEP5732, TAS_BEST_FIT, TAS_LFC, TAS_BALANCED, PLACER, TAS_MIXED, PLACER_SCORE_ONLY]
 }
 
 /// The configurations run when none are named.
 pub fn defaults() -> Vec<LabConfig> {
-    vec![KEP5732, TAS_BEST_FIT, TAS_BALANCED]
+    vec![KEP5732, TAS_BEST_FIT, TAS_LFC, TAS_BALANCED, PLACER]
 }
 
 /// Looks configurations up by id (`all` for every one).
@@ -103,6 +153,17 @@ impl LabConfig {
         for (name, w) in self.weights {
             c.plugin_weights.insert(name.to_string(), *w);
         }
+        for (name, w) in self.placement_scores {
+            c.plugins.enable(ExtensionPoint::PlacementScore, name, Some(*w));
+        }
+        if self.bin_pack_nodes {
+            let mut resources = vec![("cpu".to_string(), 1), ("memory".to_string(), 1)];
+            if trace.arrivals.iter().any(|a| a.res.gpu > 0) {
+                resources.push((GPU.to_string(), 5));
+            }
+            c.node_resources_fit_strategy = ScoringStrategy::MostAllocated { resources };
+        }
+        check_profile(&c).map_err(|e| e.to_string())?;
         Ok(c)
     }
 }

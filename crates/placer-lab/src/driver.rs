@@ -113,7 +113,9 @@ pub struct RunResult {
 pub enum ReplayError {
     #[error("{config}: {message}")]
     Setup { config: String, message: String },
-    #[error("{config}: the cluster did not settle at virtual time {t_ms} ms after {MAX_ROUNDS} reconcile rounds")]
+    #[error(
+        "{config}: the cluster did not settle at virtual time {t_ms} ms after {MAX_ROUNDS} reconcile rounds"
+    )]
     DidNotSettle { config: String, t_ms: u64 },
 }
 
@@ -190,7 +192,9 @@ pub fn replay(trace: &Trace, config: &LabConfig, opts: &ReplayOptions) -> Result
             let next = interned[l].len() as u32;
             domains[l].push(*interned[l].entry(v).or_insert(next));
         }
-        let mut r = Res::from_list(n.status.as_ref().and_then(|s| s.allocatable.as_ref()).unwrap_or(&BTreeMap::new()));
+        let mut r = Res::from_list(
+            n.status.as_ref().and_then(|s| s.allocatable.as_ref()).unwrap_or(&BTreeMap::new()),
+        );
         if r.pods == 0 {
             r.pods = 110;
         }
@@ -371,15 +375,27 @@ impl Replay<'_> {
                 acted |= self.pod_deleted(&name, now);
                 continue;
             }
-            let Some(wl_name) = p.metadata.labels.as_ref().and_then(|l| l.get(WORKLOAD_LABEL)) else { continue };
+            let Some(wl_name) = p.metadata.labels.as_ref().and_then(|l| l.get(WORKLOAD_LABEL)) else {
+                continue;
+            };
             let Some(&w) = self.workload_index.get(wl_name) else { continue };
             let attempt = self.wl[w].attempt;
-            let track = self.pods.entry(name.clone()).or_insert(PodTrack { workload: w, attempt, holding: None, done: false });
+            let track = self.pods.entry(name.clone()).or_insert(PodTrack {
+                workload: w,
+                attempt,
+                holding: None,
+                done: false,
+            });
             if track.done {
                 continue;
             }
             let phase = p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("");
-            let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).and_then(|n| self.node_index.get(n)).copied();
+            let node = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .and_then(|n| self.node_index.get(n))
+                .copied();
             let terminal = phase == "Succeeded" || phase == "Failed";
             if let (Some(n), None, false) = (node, track.holding, terminal) {
                 track.holding = Some(n);
@@ -553,7 +569,13 @@ impl Replay<'_> {
             cpu_util: self.usage.now(Device::Cpu),
             pending_gangs: pending,
             running_gangs: running,
-            frag: Fragmentation::measure(&self.usage, self.device, &self.domains, self.rack_level, self.shape.as_ref()),
+            frag: Fragmentation::measure(
+                &self.usage,
+                self.device,
+                &self.domains,
+                self.rack_level,
+                self.shape.as_ref(),
+            ),
         }
     }
 }

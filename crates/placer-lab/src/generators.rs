@@ -28,9 +28,7 @@ use placer_api::k8s::apimachinery::pkg::api::resource::Quantity;
 use placer_bench::rng::XorShift;
 use placer_sim::scenario::GenerateSpec;
 
-use crate::trace::{
-    default_sample_interval, Arrival, ArrivalKind, Cluster, Res, TopologyAsk, Trace, GPU,
-};
+use crate::trace::{default_sample_interval, Arrival, ArrivalKind, Cluster, Res, TopologyAsk, Trace, GPU};
 
 /// Built-in trace names, in the order `placer replay` runs them.
 pub const BUILTIN: [&str; 3] = ["kueue-tas", "gpu-training", "mixed"];
@@ -103,10 +101,29 @@ fn arrival(
 ) -> Arrival {
     let mut res = Res::from_list(&requests);
     res.pods = 1;
-    Arrival { name, at_ms, kind, pods, min_count: pods, requests, res, topology, priority, run_ms, class: class.to_string() }
+    Arrival {
+        name,
+        at_ms,
+        kind,
+        pods,
+        min_count: pods,
+        requests,
+        res,
+        topology,
+        priority,
+        run_ms,
+        class: class.to_string(),
+    }
 }
 
-fn finish(name: &str, description: String, cluster: Cluster, gates: &[(&str, bool)], mut arrivals: Vec<Arrival>, seed: u64) -> Trace {
+fn finish(
+    name: &str,
+    description: String,
+    cluster: Cluster,
+    gates: &[(&str, bool)],
+    mut arrivals: Vec<Arrival>,
+    seed: u64,
+) -> Trace {
     arrivals.sort_by_key(|a| a.at_ms);
     Trace {
         name: name.to_string(),
@@ -294,7 +311,17 @@ pub fn mixed(seed: u64, scale: f64) -> Trace {
             ("memory", format!("{}Gi", 48 * per_pod)),
             (GPU, per_pod.to_string()),
         ]);
-        arrivals.push(arrival(format!("gang-{i}"), 0, ArrivalKind::PodGroup, pods, requests, topology, 0, run, class));
+        arrivals.push(arrival(
+            format!("gang-{i}"),
+            0,
+            ArrivalKind::PodGroup,
+            pods,
+            requests,
+            topology,
+            0,
+            run,
+            class,
+        ));
     }
     // Gangs offer 70 % of the GPUs over the window, one-GPU singles 40 %.
     let window = gang_work / (0.7 * capacity_gpus);
@@ -311,7 +338,17 @@ pub fn mixed(seed: u64, scale: f64) -> Trace {
             list(&[("cpu", "2".to_string()), ("memory", "8Gi".to_string())])
         };
         let class = if gpu { "single, 1 GPU" } else { "single, cpu" };
-        singles_list.push(arrival(format!("pod-{i}"), 0, ArrivalKind::Pod, 1, requests, TopologyAsk::default(), 0, run, class));
+        singles_list.push(arrival(
+            format!("pod-{i}"),
+            0,
+            ArrivalKind::Pod,
+            1,
+            requests,
+            TopologyAsk::default(),
+            0,
+            run,
+            class,
+        ));
     }
     // Stretch single run times so they offer their share.
     if gpu_singles_work > 0.0 {

@@ -151,11 +151,7 @@ impl GangShape {
         }
         gangs.sort_by_key(|a| (i64::from(a.pods) * Device::of(&a.res, d), a.pods));
         let m = gangs[(gangs.len() - 1) / 2];
-        Some(GangShape {
-            pods: m.pods,
-            per_pod: m.res,
-            level: m.topology.required.or(m.topology.preferred),
-        })
+        Some(GangShape { pods: m.pods, per_pod: m.res, level: m.topology.required.or(m.topology.preferred) })
     }
 }
 
@@ -178,7 +174,13 @@ impl Fragmentation {
     /// Measures `u` for device `d`. `domains[l][n]` is the domain (index) of node `n` at
     /// level `l`, coarsest first; the lowest level is taken as "the level above the
     /// nodes" when it is not per node. `shape`: the median gang.
-    pub fn measure(u: &Usage, d: Device, domains: &[Vec<u32>], rack_level: Option<usize>, shape: Option<&GangShape>) -> Fragmentation {
+    pub fn measure(
+        u: &Usage,
+        d: Device,
+        domains: &[Vec<u32>],
+        rack_level: Option<usize>,
+        shape: Option<&GangShape>,
+    ) -> Fragmentation {
         let mut f = Fragmentation::default();
         for (alloc, used) in u.alloc.iter().zip(&u.used) {
             let (a, x) = (Device::of(alloc, d), Device::of(used, d));
@@ -197,12 +199,8 @@ impl Fragmentation {
                 alloc[dom as usize] += Device::of(&u.alloc[i], d);
                 used[dom as usize] += Device::of(&u.used[i], d);
             }
-            f.stranded_racks = alloc
-                .iter()
-                .zip(&used)
-                .filter(|(a, x)| **x > 0 && **a > **x)
-                .map(|(a, x)| a - x)
-                .sum();
+            f.stranded_racks =
+                alloc.iter().zip(&used).filter(|(a, x)| **x > 0 && **a > **x).map(|(a, x)| a - x).sum();
         }
         if let Some(s) = shape {
             let per_node: Vec<i64> = u

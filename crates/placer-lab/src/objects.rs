@@ -52,7 +52,11 @@ pub fn nodes(cluster: &Cluster) -> Vec<Node> {
 }
 
 fn meta(name: &str) -> ObjectMeta {
-    ObjectMeta { name: Some(name.to_string()), namespace: Some(NAMESPACE.to_string()), ..ObjectMeta::default() }
+    ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: Some(NAMESPACE.to_string()),
+        ..ObjectMeta::default()
+    }
 }
 
 /// Kueue annotations for the preferred level and slices.
@@ -144,7 +148,9 @@ pub fn pod_group(a: &Arrival, cluster: &Cluster) -> PodGroup {
         },
         spec: PodGroupSpec {
             scheduling_policy: PodGroupSchedulingPolicy {
-                gang: Some(GangSchedulingPolicy { min_count: i32::try_from(a.min_count).unwrap_or(i32::MAX) }),
+                gang: Some(GangSchedulingPolicy {
+                    min_count: i32::try_from(a.min_count).unwrap_or(i32::MAX),
+                }),
                 basic: None,
             },
             scheduling_constraints: a.topology.required.map(|l| PodGroupSchedulingConstraints {
@@ -214,8 +220,11 @@ mod tests {
             spec: GenerateSpec {
                 levels: vec!["topology.placer.dev/rack".into(), "kubernetes.io/hostname".into()],
                 fanout: vec![2, 2],
-                allocatable: [("cpu".to_string(), Quantity("8".into())), ("pods".to_string(), Quantity("110".into()))]
-                    .into(),
+                allocatable: [
+                    ("cpu".to_string(), Quantity("8".into())),
+                    ("pods".to_string(), Quantity("110".into())),
+                ]
+                .into(),
                 labels: BTreeMap::new(),
             },
         }
@@ -228,8 +237,11 @@ mod tests {
             kind,
             pods: 4,
             min_count: 3,
-            requests: [("cpu".to_string(), Quantity("1".into())), ("nvidia.com/gpu".to_string(), Quantity("2".into()))]
-                .into(),
+            requests: [
+                ("cpu".to_string(), Quantity("1".into())),
+                ("nvidia.com/gpu".to_string(), Quantity("2".into())),
+            ]
+            .into(),
             res: Res::default(),
             topology,
             priority: 7,
@@ -246,7 +258,12 @@ mod tests {
         assert_eq!(objs.len(), 5);
         let Object::PodGroup(pg) = &objs[0] else { panic!("PodGroup first") };
         assert_eq!(pg.spec.scheduling_policy.gang.as_ref().map(|g| g.min_count), Some(3));
-        let key = pg.spec.scheduling_constraints.as_ref().and_then(|c| c.topology.as_ref()).map(|t| t[0].key.clone());
+        let key = pg
+            .spec
+            .scheduling_constraints
+            .as_ref()
+            .and_then(|c| c.topology.as_ref())
+            .map(|t| t[0].key.clone());
         assert_eq!(key.as_deref(), Some("topology.placer.dev/rack"));
         assert_eq!(pg.spec.priority, Some(7));
         let Object::Pod(p) = &objs[4] else { panic!("pods after") };

@@ -8,7 +8,8 @@ use crate::report::render_text;
 use crate::TraceReport;
 
 /// Line colours, one per configuration (colour-blind friendly, Okabe-Ito).
-const COLOURS: [&str; 8] = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000"];
+const COLOURS: [&str; 8] =
+    ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000"];
 
 const W: f64 = 760.0;
 const H: f64 = 260.0;
@@ -43,7 +44,13 @@ fn fmt_time(s: f64, span: f64) -> String {
 }
 
 /// One chart: `series` = (label, points (seconds, value)).
-pub fn chart(title: &str, y_label: &str, series: &[(String, Vec<(f64, f64)>)], y_max: Option<f64>, percent: bool) -> String {
+pub fn chart(
+    title: &str,
+    y_label: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    y_max: Option<f64>,
+    percent: bool,
+) -> String {
     let x_end = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.0)).fold(0.0, f64::max).max(1.0);
     let data_max = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.1)).fold(0.0, f64::max);
     let (y_top, y_step) = match y_max {
@@ -99,8 +106,13 @@ pub fn chart(title: &str, y_label: &str, series: &[(String, Vec<(f64, f64)>)], y
     );
     for (i, (label, pts)) in series.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
-        let path: Vec<String> = pts.iter().map(|(a, b)| format!("{:.1},{:.1}", x(*a), y(b.min(y_top)))).collect();
-        let _ = write!(s, r#"<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{}"/>"#, path.join(" "));
+        let path: Vec<String> =
+            pts.iter().map(|(a, b)| format!("{:.1},{:.1}", x(*a), y(b.min(y_top)))).collect();
+        let _ = write!(
+            s,
+            r#"<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{}"/>"#,
+            path.join(" ")
+        );
         let ly = TOP + 14.0 * i as f64 + 6.0;
         let _ = write!(
             s,
@@ -123,13 +135,21 @@ pub fn trace_charts(r: &TraceReport) -> String {
     let util: Vec<(String, Vec<(f64, f64)>)> = r
         .runs
         .iter()
-        .map(|run| (run.config.clone(), run.samples.iter().map(|s| (s.t_ms as f64 / 1000.0, s.device_util)).collect()))
+        .map(|run| {
+            (
+                run.config.clone(),
+                run.samples.iter().map(|s| (s.t_ms as f64 / 1000.0, s.device_util)).collect(),
+            )
+        })
         .collect();
     let pending: Vec<(String, Vec<(f64, f64)>)> = r
         .runs
         .iter()
         .map(|run| {
-            (run.config.clone(), run.samples.iter().map(|s| (s.t_ms as f64 / 1000.0, s.pending_gangs as f64)).collect())
+            (
+                run.config.clone(),
+                run.samples.iter().map(|s| (s.t_ms as f64 / 1000.0, s.pending_gangs as f64)).collect(),
+            )
         })
         .collect();
     format!(
@@ -147,7 +167,13 @@ pub fn html(reports: &[TraceReport]) -> String {
          </head><body>\n<h1>placer replay</h1>\n",
     );
     for r in reports {
-        let _ = write!(s, "<h2>{}</h2>\n{}\n<pre>{}</pre>\n", esc(&r.trace), trace_charts(r), esc(&render_text(r)));
+        let _ = write!(
+            s,
+            "<h2>{}</h2>\n{}\n<pre>{}</pre>\n",
+            esc(&r.trace),
+            trace_charts(r),
+            esc(&render_text(r))
+        );
     }
     s.push_str("</body></html>\n");
     s

@@ -30,22 +30,41 @@ pub enum Better {
 
 /// The measures the verdict covers: (name, direction, value).
 #[allow(clippy::type_complexity)]
-pub fn measures(levels: &[String], device: &str) -> Vec<(String, Better, Box<dyn Fn(&Summary) -> Option<f64>>)> {
+pub fn measures(
+    levels: &[String],
+    device: &str,
+) -> Vec<(String, Better, Box<dyn Fn(&Summary) -> Option<f64>>)> {
     let mut m: Vec<(String, Better, Box<dyn Fn(&Summary) -> Option<f64>>)> = vec![
         (format!("{device} utilisation"), Better::Higher, Box::new(|s: &Summary| Some(s.device_util))),
         ("gang wait p50".into(), Better::Lower, Box::new(|s: &Summary| s.wait_p50_s)),
         ("gang wait p90".into(), Better::Lower, Box::new(|s: &Summary| s.wait_p90_s)),
         ("gang wait p99".into(), Better::Lower, Box::new(|s: &Summary| s.wait_p99_s)),
         ("gangs completed".into(), Better::Higher, Box::new(|s: &Summary| Some(s.gangs_completed as f64))),
-        ("gangs never placed".into(), Better::Lower, Box::new(|s: &Summary| Some(s.gangs_never_placed as f64))),
+        (
+            "gangs never placed".into(),
+            Better::Lower,
+            Box::new(|s: &Summary| Some(s.gangs_never_placed as f64)),
+        ),
     ];
     for (i, l) in levels.iter().enumerate() {
-        m.push((format!("{l}s per gang"), Better::Lower, Box::new(move |s: &Summary| s.domains_per_gang.get(i).copied())));
+        m.push((
+            format!("{l}s per gang"),
+            Better::Lower,
+            Box::new(move |s: &Summary| s.domains_per_gang.get(i).copied()),
+        ));
     }
     m.push(("stranded in hosts".into(), Better::Lower, Box::new(|s: &Summary| Some(s.stranded_hosts))));
     m.push(("stranded in racks".into(), Better::Lower, Box::new(|s: &Summary| Some(s.stranded_racks))));
-    m.push(("median gangs placeable".into(), Better::Higher, Box::new(|s: &Summary| Some(s.median_gangs_placeable))));
-    m.push(("free unusable by median gang".into(), Better::Lower, Box::new(|s: &Summary| Some(s.unusable_free))));
+    m.push((
+        "median gangs placeable".into(),
+        Better::Higher,
+        Box::new(|s: &Summary| Some(s.median_gangs_placeable)),
+    ));
+    m.push((
+        "free unusable by median gang".into(),
+        Better::Lower,
+        Box::new(|s: &Summary| Some(s.unusable_free)),
+    ));
     m.push(("makespan".into(), Better::Lower, Box::new(|s: &Summary| Some(s.makespan_s))));
     m
 }
@@ -67,7 +86,8 @@ pub struct Verdict {
 pub fn verdicts(summaries: &[Summary], levels: &[String], device: &str) -> Vec<Verdict> {
     let mut out = Vec::new();
     for (name, better, f) in measures(levels, device) {
-        let mut vals: Vec<(f64, &str)> = summaries.iter().filter_map(|s| f(s).map(|v| (v, s.config.as_str()))).collect();
+        let mut vals: Vec<(f64, &str)> =
+            summaries.iter().filter_map(|s| f(s).map(|v| (v, s.config.as_str()))).collect();
         if vals.is_empty() {
             continue;
         }
@@ -106,7 +126,11 @@ fn fmt_measure(name: &str, v: f64) -> String {
 pub fn render_text(r: &TraceReport) -> String {
     let mut out = String::new();
     let device = r.runs.first().map_or("GPU", |x| x.device.name());
-    let _ = writeln!(out, "trace {}: {} nodes, {} arrivals ({} gangs), {} pods", r.trace, r.nodes, r.arrivals, r.gangs, r.pods);
+    let _ = writeln!(
+        out,
+        "trace {}: {} nodes, {} arrivals ({} gangs), {} pods",
+        r.trace, r.nodes, r.arrivals, r.gangs, r.pods
+    );
     if let Some(d) = &r.description {
         let _ = writeln!(out, "  {d}");
     }
@@ -122,7 +146,8 @@ pub fn render_text(r: &TraceReport) -> String {
     ];
     headers.extend(r.levels.iter().map(|l| format!("{l}s/gang")));
     headers.extend(
-        ["strand host", "strand rack", "median fits", "unusable", "restarts", "makespan", "wall s"].map(String::from),
+        ["strand host", "strand rack", "median fits", "unusable", "restarts", "makespan", "wall s"]
+            .map(String::from),
     );
     let single = r.summaries.iter().any(|s| s.single_wait_p99_s.is_some());
     if single {
@@ -158,14 +183,21 @@ pub fn render_text(r: &TraceReport) -> String {
     let widths: Vec<usize> = (0..headers.len())
         .map(|i| rows.iter().map(|r| r[i].len()).chain([headers[i].len()]).max().unwrap_or(0))
         .collect();
-    let line = |cells: &[String]| {
-        cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| if i == 0 { format!("{c:<w$}", w = widths[i]) } else { format!("{c:>w$}", w = widths[i]) })
-            .collect::<Vec<_>>()
-            .join("  ")
-    };
+    let line =
+        |cells: &[String]| {
+            cells
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    if i == 0 {
+                        format!("{c:<w$}", w = widths[i])
+                    } else {
+                        format!("{c:>w$}", w = widths[i])
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("  ")
+        };
     let head = line(&headers);
     let _ = writeln!(out, "{head}\n{}", "-".repeat(head.len()));
     for row in &rows {
@@ -183,11 +215,21 @@ pub fn render_text(r: &TraceReport) -> String {
             (Some(n), Some(nv)) => format!(
                 " (next {n} {}{})",
                 fmt_measure(&v.measure, nv),
-                if nv.abs() > 1e-12 { format!(", {:+.1}%", (v.best_value - nv) / nv.abs() * 100.0) } else { String::new() }
+                if nv.abs() > 1e-12 {
+                    format!(", {:+.1}%", (v.best_value - nv) / nv.abs() * 100.0)
+                } else {
+                    String::new()
+                }
             ),
             _ => " (all equal)".to_string(),
         };
-        let _ = writeln!(out, "  {:<30} {} {}{margin}", v.measure, v.best.join(" = "), fmt_measure(&v.measure, v.best_value));
+        let _ = writeln!(
+            out,
+            "  {:<30} {} {}{margin}",
+            v.measure,
+            v.best.join(" = "),
+            fmt_measure(&v.measure, v.best_value)
+        );
     }
     out
 }

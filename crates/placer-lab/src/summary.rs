@@ -112,8 +112,10 @@ impl Summary {
             domains_per_gang: domains.iter().map(|d| mean(d).unwrap_or(0.0)).collect(),
             stranded_hosts: frag_mean(&|f| f.stranded_hosts_share()),
             stranded_racks: frag_mean(&|f| f.stranded_racks_share()),
-            median_gangs_placeable: mean(&run.samples.iter().map(|s| s.frag.median_gangs as f64).collect::<Vec<_>>())
-                .unwrap_or(0.0),
+            median_gangs_placeable: mean(
+                &run.samples.iter().map(|s| s.frag.median_gangs as f64).collect::<Vec<_>>(),
+            )
+            .unwrap_or(0.0),
             unusable_free: frag_mean(&|f| f.unusable_share()),
             restarts,
             makespan_s: run.end_ms as f64 / 1000.0,

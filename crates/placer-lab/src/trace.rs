@@ -146,7 +146,8 @@ impl Res {
     /// slot per copy). `u64::MAX` never happens: a pod always takes a slot.
     pub fn copies(&self, per: &Res) -> i64 {
         let mut n = if per.pods > 0 { self.pods / per.pods } else { self.pods };
-        for (free, need) in [(self.cpu_milli, per.cpu_milli), (self.memory, per.memory), (self.gpu, per.gpu)] {
+        for (free, need) in [(self.cpu_milli, per.cpu_milli), (self.memory, per.memory), (self.gpu, per.gpu)]
+        {
             if need > 0 {
                 n = n.min(free / need);
             }
@@ -218,7 +219,10 @@ impl Cluster {
 
     /// The short name of a level (for tables): `rack`, `block`, `hostname`.
     pub fn short_name(&self, level: usize) -> String {
-        self.levels().get(level).map(|l| short_names(l).pop().unwrap_or_else(|| l.clone())).unwrap_or_default()
+        self.levels()
+            .get(level)
+            .map(|l| short_names(l).pop().unwrap_or_else(|| l.clone()))
+            .unwrap_or_default()
     }
 }
 
@@ -369,7 +373,12 @@ pub fn arrival_from_fields(
 ) -> Option<Arrival> {
     let before = problems.len();
     let mut bad = |loc: &Located, message: String| {
-        problems.push(Problem { file: file.to_path_buf(), line: loc.line, field: loc.field.clone(), message });
+        problems.push(Problem {
+            file: file.to_path_buf(),
+            line: loc.line,
+            field: loc.field.clone(),
+            message,
+        });
     };
 
     let name = match &raw.name {
@@ -416,7 +425,13 @@ pub fn arrival_from_fields(
                 bad(m, format!("minCount {v} is larger than pods {pods}"));
             }
             if kind != ArrivalKind::PodGroup && v != pods {
-                bad(m, format!("minCount applies to PodGroup arrivals only (a {} gang needs all its pods)", kind.name()));
+                bad(
+                    m,
+                    format!(
+                        "minCount applies to PodGroup arrivals only (a {} gang needs all its pods)",
+                        kind.name()
+                    ),
+                );
             }
             v.min(pods)
         }
@@ -433,7 +448,9 @@ pub fn arrival_from_fields(
         let parsed = if resource == "cpu" { parse_milli(&q.text) } else { parse_units(&q.text) };
         match parsed {
             Ok(v) if v < 0 => bad(q, format!("request {resource}={} is negative", q.text)),
-            Ok(_) if resource == "pods" => bad(q, "pods is not a request (every pod takes one slot)".to_string()),
+            Ok(_) if resource == "pods" => {
+                bad(q, "pods is not a request (every pod takes one slot)".to_string())
+            }
             Ok(_) => {
                 requests.insert(resource.clone(), Quantity(q.text.trim().to_string()));
             }
@@ -449,7 +466,12 @@ pub fn arrival_from_fields(
         });
     }
     let mut bad = |loc: &Located, message: String| {
-        problems.push(Problem { file: file.to_path_buf(), line: loc.line, field: loc.field.clone(), message });
+        problems.push(Problem {
+            file: file.to_path_buf(),
+            line: loc.line,
+            field: loc.field.clone(),
+            message,
+        });
     };
 
     let level = |loc: &Located, bad: &mut dyn FnMut(&Located, String)| -> Option<usize> {
@@ -478,7 +500,14 @@ pub fn arrival_from_fields(
             if let (Some(lv), Some(size)) = (lv, size) {
                 let main = topology.required.or(topology.preferred).unwrap_or(0);
                 if lv < main {
-                    bad(l, format!("the slice level {} is above the requested level {}", l.text, cluster.short_name(main)));
+                    bad(
+                        l,
+                        format!(
+                            "the slice level {} is above the requested level {}",
+                            l.text,
+                            cluster.short_name(main)
+                        ),
+                    );
                 }
                 if pods % size != 0 {
                     bad(s, format!("slice size {size} does not divide pods {pods}"));
@@ -674,7 +703,11 @@ struct RawSlice {
 }
 
 fn loc(f: &Field, path: &str) -> Option<Located> {
-    f.as_ref().map(|s| Located { text: s.value.0.clone(), line: s.referenced.line(), field: path.to_string() })
+    f.as_ref().map(|s| Located {
+        text: s.value.0.clone(),
+        line: s.referenced.line(),
+        field: path.to_string(),
+    })
 }
 
 impl RawArrival {
@@ -692,7 +725,11 @@ impl RawArrival {
                 .requests
                 .iter()
                 .map(|(k, v)| {
-                    let l = Located { text: v.value.0.clone(), line: v.referenced.line(), field: p(&format!("requests.{k}")) };
+                    let l = Located {
+                        text: v.value.0.clone(),
+                        line: v.referenced.line(),
+                        field: p(&format!("requests.{k}")),
+                    };
                     (k.clone(), l)
                 })
                 .collect(),
@@ -711,7 +748,8 @@ impl RawArrival {
 /// Reads and validates a trace file.
 pub fn load_file(path: impl AsRef<Path>) -> Result<Trace, TraceError> {
     let path = path.as_ref();
-    let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io { file: path.to_path_buf(), source })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| TraceError::Io { file: path.to_path_buf(), source })?;
     load_str(&text, path, |csv| {
         let p = path.parent().unwrap_or(Path::new(".")).join(csv);
         let t = std::fs::read_to_string(&p).map_err(|source| TraceError::Io { file: p.clone(), source })?;
@@ -810,7 +848,11 @@ pub fn load_str(
             "arrivalsCsv",
             "give either arrivals or arrivalsCsv, not both".to_string(),
         )),
-        (None, None) => problems.push(problem(0, "arrivals", "the trace has no arrivals (arrivals or arrivalsCsv)".to_string())),
+        (None, None) => problems.push(problem(
+            0,
+            "arrivals",
+            "the trace has no arrivals (arrivals or arrivalsCsv)".to_string(),
+        )),
         (Some(list), None) => {
             let rows: Vec<RawFields> =
                 list.value.iter().enumerate().map(|(i, a)| a.value.fields(i, a.referenced.line())).collect();
@@ -904,8 +946,22 @@ fn check_cluster(g: &GenerateSpec) -> Vec<(String, String)> {
 
 /// Columns a CSV trace may have.
 pub const CSV_COLUMNS: [&str; 16] = [
-    "name", "at", "kind", "pods", "minCount", "cpu", "memory", "gpu", "requests", "required", "preferred",
-    "sliceLevel", "sliceSize", "priority", "runTime", "class",
+    "name",
+    "at",
+    "kind",
+    "pods",
+    "minCount",
+    "cpu",
+    "memory",
+    "gpu",
+    "requests",
+    "required",
+    "preferred",
+    "sliceLevel",
+    "sliceSize",
+    "priority",
+    "runTime",
+    "class",
 ];
 
 /// Splits one CSV line into fields (RFC 4180: `"` quotes, `""` inside quotes).
@@ -946,7 +1002,8 @@ fn split_csv_line(line: &str) -> Result<Vec<String>, String> {
 /// Reads CSV arrivals into the common form. The problem returned on a malformed file has
 /// an empty `file` (the caller fills it).
 pub fn parse_csv(text: &str) -> Result<Vec<RawFields>, Problem> {
-    let problem = |line: u64, field: String, message: String| Problem { file: PathBuf::new(), line, field, message };
+    let problem =
+        |line: u64, field: String, message: String| Problem { file: PathBuf::new(), line, field, message };
     let mut header: Option<Vec<String>> = None;
     let mut rows = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -973,14 +1030,22 @@ pub fn parse_csv(text: &str) -> Result<Vec<RawFields>, Problem> {
             }
             for needed in ["at", "runTime"] {
                 if !seen.contains(needed) {
-                    return Err(problem(n, format!("column {needed}"), "missing from the header".to_string()));
+                    return Err(problem(
+                        n,
+                        format!("column {needed}"),
+                        "missing from the header".to_string(),
+                    ));
                 }
             }
             header = Some(fields);
             continue;
         };
         if fields.len() != cols.len() {
-            return Err(problem(n, String::new(), format!("{} fields, the header has {}", fields.len(), cols.len())));
+            return Err(problem(
+                n,
+                String::new(),
+                format!("{} fields, the header has {}", fields.len(), cols.len()),
+            ));
         }
         let mut raw = RawFields { line: n, at: format!("row {}", rows.len()), ..RawFields::default() };
         for (col, value) in cols.iter().zip(fields) {
@@ -1061,10 +1126,12 @@ pub fn to_yaml(t: &Trace) -> String {
     let g = &t.cluster.spec;
     let _ = writeln!(out, "cluster:\n  generate:");
     let _ = writeln!(out, "    levels: [{}]", g.levels.iter().map(|l| q(l)).collect::<Vec<_>>().join(", "));
-    let _ = writeln!(out, "    fanout: [{}]", g.fanout.iter().map(u32::to_string).collect::<Vec<_>>().join(", "));
+    let _ =
+        writeln!(out, "    fanout: [{}]", g.fanout.iter().map(u32::to_string).collect::<Vec<_>>().join(", "));
     let _ = writeln!(out, "    allocatable: {{{}}}", map(&g.allocatable));
     if !g.labels.is_empty() {
-        let labels = g.labels.iter().map(|(k, v)| format!("{}: {}", q(k), q(v))).collect::<Vec<_>>().join(", ");
+        let labels =
+            g.labels.iter().map(|(k, v)| format!("{}: {}", q(k), q(v))).collect::<Vec<_>>().join(", ");
         let _ = writeln!(out, "    labels: {{{labels}}}");
     }
     if !t.gates.is_empty() {

@@ -56,7 +56,10 @@ pub struct Args {
 
 fn load(args: &Args) -> anyhow::Result<Result<Vec<Trace>, String>> {
     if !(args.scale > 0.0 && args.scale <= 10.0) {
-        return Ok(Err(format!("--scale {} is out of range: expected more than 0 and at most 10", args.scale)));
+        return Ok(Err(format!(
+            "--scale {} is out of range: expected more than 0 and at most 10",
+            args.scale
+        )));
     }
     let mut traces = Vec::new();
     for file in &args.traces {
@@ -65,11 +68,12 @@ fn load(args: &Args) -> anyhow::Result<Result<Vec<Trace>, String>> {
             Err(e) => return Ok(Err(e.to_string())),
         }
     }
-    let names: Vec<String> = if args.builtin.iter().any(|b| b == "all") || (args.builtin.is_empty() && args.traces.is_empty()) {
-        generators::BUILTIN.iter().map(|s| s.to_string()).collect()
-    } else {
-        args.builtin.clone()
-    };
+    let names: Vec<String> =
+        if args.builtin.iter().any(|b| b == "all") || (args.builtin.is_empty() && args.traces.is_empty()) {
+            generators::BUILTIN.iter().map(|s| s.to_string()).collect()
+        } else {
+            args.builtin.clone()
+        };
     for name in names {
         match generators::builtin(&name, args.seed, args.scale) {
             Ok(t) => traces.push(t),
@@ -89,13 +93,19 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     };
     if let Some(out) = &args.write_trace {
         let [t] = traces.as_slice() else {
-            anstream::eprintln!("{}error:{} --write-trace needs exactly one trace", crate::output::ERROR, crate::output::RESET);
+            anstream::eprintln!(
+                "{}error:{} --write-trace needs exactly one trace",
+                crate::output::ERROR,
+                crate::output::RESET
+            );
             return Ok(Status::BadInput);
         };
         std::fs::write(out, trace::to_yaml(t)).with_context(|| format!("writing {}", out.display()))?;
         return Ok(Status::Pass);
     }
-    let selected = if args.configs.is_empty() { configs::defaults() } else {
+    let selected = if args.configs.is_empty() {
+        configs::defaults()
+    } else {
         match configs::select(&args.configs) {
             Ok(c) => c,
             Err(message) => {
@@ -120,7 +130,9 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             .iter()
             .map(|c| {
                 let pb = multi.add(ProgressBar::new(t.arrivals.len() as u64));
-                if let Ok(style) = ProgressStyle::with_template("{prefix:>28} {bar:30} {pos}/{len} arrived {wide_msg}") {
+                if let Ok(style) =
+                    ProgressStyle::with_template("{prefix:>28} {bar:30} {pos}/{len} arrived {wide_msg}")
+                {
                     pb.set_style(style);
                 }
                 pb.set_prefix(format!("{} {}", t.name, c.id));

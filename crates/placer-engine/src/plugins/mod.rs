@@ -29,6 +29,7 @@ pub mod node_name;
 pub mod node_ports;
 pub mod node_resources;
 pub mod node_unschedulable;
+pub mod placement_fragmentation;
 pub mod placement_gang;
 pub mod placement_pods_count;
 pub mod placement_resources;
@@ -86,6 +87,11 @@ pub fn registry() -> Registry {
     r.placement_score(placement_resources::NAME, 1, |c| {
         Some(Box::new(placement_resources::NodeResourcesFitPlacement::new(&c.placement_scoring_strategy)))
     });
+    // Placer's fragmentation-aware placement score (off until a profile enables it).
+    r.placement_score(placement_fragmentation::NAME, 1, |_| {
+        Some(Box::new(placement_fragmentation::PlacementFragmentation))
+    })
+    .off_by_default();
     r
 }
 

@@ -37,7 +37,10 @@ fn yaml_arrivals_load_in_time_order_with_defaults() {
     let names: Vec<&str> = t.arrivals.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["w1", "w2", "late"], "sorted by time; unnamed arrivals are w<index>");
     let late = &t.arrivals[2];
-    assert_eq!((late.at_ms, late.pods, late.min_count, late.priority, late.run_ms), (90_000, 4, 4, 5, 5_400_000));
+    assert_eq!(
+        (late.at_ms, late.pods, late.min_count, late.priority, late.run_ms),
+        (90_000, 4, 4, 5, 5_400_000)
+    );
     assert_eq!(late.res, Res { cpu_milli: 500, memory: 0, gpu: 2, pods: 1 });
     assert_eq!(late.topology, TopologyAsk { required: Some(1), ..TopologyAsk::default() });
     assert_eq!(late.class, "PodGroup x4 required-rack");
@@ -50,7 +53,10 @@ fn yaml_arrivals_load_in_time_order_with_defaults() {
 
 #[test]
 fn numbers_and_strings_read_alike() {
-    let t = load(&format!("{HEAD}arrivals:\n  - {{at: 0s, pods: \"3\", minCount: 2, requests: {{cpu: 2}}, runTime: 1s}}\n")).unwrap();
+    let t = load(&format!(
+        "{HEAD}arrivals:\n  - {{at: 0s, pods: \"3\", minCount: 2, requests: {{cpu: 2}}, runTime: 1s}}\n"
+    ))
+    .unwrap();
     assert_eq!((t.arrivals[0].pods, t.arrivals[0].min_count, t.arrivals[0].res.cpu_milli), (3, 2, 2000));
 }
 
@@ -100,7 +106,7 @@ fn trace_level_problems() {
             "t.yaml:4: cluster.generate.levels: level \"rack\" is listed twice",
             "t.yaml:4: cluster.generate.allocatable.cpu: \"-1\" is negative",
             "t.yaml:4: cluster.generate.allocatable.pods: missing: give the pod slots of a node (e.g. \"110\")",
-            "t.yaml: scheduler.featureGates.NoSuchGate: unknown feature gate \"NoSuchGate\" (known: GenericWorkload, GangScheduling, TopologyAwareWorkloadScheduling, WorkloadAwarePreemption, WorkloadWithJob, DRAWorkloadResourceClaims, TopologyAwareWorkloadPreemption, TASProfileMixed, TASProfileBestFit, TASBalancedPlacement, TASMultiLayerTopology, TASRespectNodeAffinityPreferred)",
+            "t.yaml: scheduler.featureGates.NoSuchGate: unknown feature gate \"NoSuchGate\" (known: GenericWorkload, GangScheduling, TopologyAwareWorkloadScheduling, WorkloadAwarePreemption, WorkloadWithJob, DRAWorkloadResourceClaims, TopologyAwareWorkloadPreemption, TASProfileMixed, TASProfileBestFit, TASProfileLeastFreeCapacity, TASBalancedPlacement, TASMultiLayerTopology, TASRespectNodeAffinityPreferred)",
             "t.yaml:9: sampleInterval: invalid duration \"soon\": expected a number (expected e.g. 30s, 5m, 1h30m, 1.5s, 250ms)",
             "t.yaml: arrivals: the trace has no arrivals (arrivals or arrivalsCsv)",
         ]
@@ -130,16 +136,23 @@ fn csv_arrivals_load_like_yaml_ones() {
     let t = load_str(&format!("{HEAD}arrivalsCsv: a.csv\n"), "t.yaml", with_csv(csv)).unwrap();
     assert_eq!(t.arrivals.len(), 3);
     let g = &t.arrivals[0];
-    assert_eq!((g.name.as_str(), g.pods, g.priority, g.run_ms, g.class.as_str()), ("g1", 4, 10, 300_000, "train, small"));
+    assert_eq!(
+        (g.name.as_str(), g.pods, g.priority, g.run_ms, g.class.as_str()),
+        ("g1", 4, 10, 300_000, "train, small")
+    );
     assert_eq!(g.requests.keys().collect::<Vec<_>>(), ["cpu", "example.com/nic", "nvidia.com/gpu"]);
     assert_eq!(g.topology.required, Some(1));
-    assert_eq!(t.arrivals[2].topology, TopologyAsk { preferred: Some(1), slice: Some((2, 2)), required: None });
+    assert_eq!(
+        t.arrivals[2].topology,
+        TopologyAsk { preferred: Some(1), slice: Some((2, 2)), required: None }
+    );
 }
 
 #[test]
 fn csv_problems_name_the_csv_file_line_and_column() {
     let csv = "name,at,pods,cpu,runTime\nok,0s,1,1,1s\nbad,later,0,1,1s\n";
-    let got = problems(load_str(&format!("{HEAD}arrivalsCsv: a.csv\n"), "t.yaml", with_csv(csv)).unwrap_err());
+    let got =
+        problems(load_str(&format!("{HEAD}arrivalsCsv: a.csv\n"), "t.yaml", with_csv(csv)).unwrap_err());
     assert_eq!(
         got,
         [
@@ -148,17 +161,23 @@ fn csv_problems_name_the_csv_file_line_and_column() {
         ]
     );
     let bad_header = "at,pods,color,runTime\n";
-    let got = problems(load_str(&format!("{HEAD}arrivalsCsv: a.csv\n"), "t.yaml", with_csv(bad_header)).unwrap_err());
+    let got = problems(
+        load_str(&format!("{HEAD}arrivalsCsv: a.csv\n"), "t.yaml", with_csv(bad_header)).unwrap_err(),
+    );
     assert_eq!(got.len(), 1);
     assert!(got[0].starts_with("a.csv:1: column color: unknown column (known: name, at,"), "{}", got[0]);
     let ragged = "at,runTime\n0s\n";
-    let got = problems(load_str(&format!("{HEAD}arrivalsCsv: a.csv\n"), "t.yaml", with_csv(ragged)).unwrap_err());
+    let got =
+        problems(load_str(&format!("{HEAD}arrivalsCsv: a.csv\n"), "t.yaml", with_csv(ragged)).unwrap_err());
     assert_eq!(got, ["a.csv:2: 1 fields, the header has 2"]);
     let quote = "at,runTime\n\"0s,1s\n";
-    let got = problems(load_str(&format!("{HEAD}arrivalsCsv: a.csv\n"), "t.yaml", with_csv(quote)).unwrap_err());
+    let got =
+        problems(load_str(&format!("{HEAD}arrivalsCsv: a.csv\n"), "t.yaml", with_csv(quote)).unwrap_err());
     assert_eq!(got, ["a.csv:2: unterminated quote"]);
     let no_runtime = "at,pods\n0s,1\n";
-    let got = problems(load_str(&format!("{HEAD}arrivalsCsv: a.csv\n"), "t.yaml", with_csv(no_runtime)).unwrap_err());
+    let got = problems(
+        load_str(&format!("{HEAD}arrivalsCsv: a.csv\n"), "t.yaml", with_csv(no_runtime)).unwrap_err(),
+    );
     assert_eq!(got, ["a.csv:1: column runTime: missing from the header"]);
 }
 
@@ -214,7 +233,14 @@ fn levels_resolve_by_key_and_short_names() {
             labels: BTreeMap::new(),
         },
     };
-    for (name, want) in [("cloud.provider.com/topology-rack", Some(0)), ("topology-rack", Some(0)), ("rack", Some(0)), ("host", Some(1)), ("hostname", Some(1)), ("block", None)] {
+    for (name, want) in [
+        ("cloud.provider.com/topology-rack", Some(0)),
+        ("topology-rack", Some(0)),
+        ("rack", Some(0)),
+        ("host", Some(1)),
+        ("hostname", Some(1)),
+        ("block", None),
+    ] {
         assert_eq!(c.level_index(name), want, "{name}");
     }
     assert_eq!(c.short_name(0), "rack");

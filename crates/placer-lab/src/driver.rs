@@ -101,6 +101,10 @@ pub struct RunResult {
     pub stop: Stop,
     /// Average utilisation of (cpu, memory, gpu, pods) over `[0, end_ms]`.
     pub average: [f64; 4],
+    /// The same over the loaded period `[0, last arrival]` (the whole run when the last
+    /// arrival is at 0): the drain after it is the same for every configuration that
+    /// places everything, so it would hide the differences.
+    pub loaded_average: [f64; 4],
     pub device: Device,
     /// Wall-clock seconds the replay took.
     pub wall_seconds: f64,
@@ -243,9 +247,14 @@ pub fn replay(trace: &Trace, config: &LabConfig, opts: &ReplayOptions) -> Result
     let mut samples = Vec::new();
     let mut next_arrival = 0usize;
     let mut next_sample = 0u64;
+    let last_arrival_ms = trace.arrivals.last().map_or(0, |a| a.at_ms);
+    let mut loaded_average: Option<[f64; 4]> = None;
     let horizon = trace.horizon_ms.unwrap_or(u64::MAX);
     let stop = loop {
         let now = r.store.now_ms();
+        if loaded_average.is_none() && last_arrival_ms > 0 && now >= last_arrival_ms {
+            loaded_average = Some(r.usage.average(last_arrival_ms));
+        }
         // Arrivals due now.
         let mut arrived = false;
         while next_arrival < trace.arrivals.len() && trace.arrivals[next_arrival].at_ms <= now {
@@ -297,6 +306,7 @@ pub fn replay(trace: &Trace, config: &LabConfig, opts: &ReplayOptions) -> Result
         samples.push(r.sample(end_ms));
     }
     let average = r.usage.average(end_ms);
+    let loaded_average = loaded_average.unwrap_or(average);
     Ok(RunResult {
         config: config.id.to_string(),
         records: r.records,
@@ -304,6 +314,7 @@ pub fn replay(trace: &Trace, config: &LabConfig, opts: &ReplayOptions) -> Result
         end_ms,
         stop,
         average,
+        loaded_average,
         device,
         wall_seconds: started.elapsed().as_secs_f64(),
         controller_errors: r.errors.into_keys().collect(),

@@ -350,11 +350,11 @@ pub fn mixed(seed: u64, scale: f64) -> Trace {
             class,
         ));
     }
-    // Stretch single run times so they offer their share.
+    // Stretch single run times so they offer their share (at most 12 h, as the gangs).
     if gpu_singles_work > 0.0 {
         let f = single_gpu_work / gpu_singles_work;
         for a in &mut singles_list {
-            a.run_ms = ((a.run_ms as f64 * f).round() as u64).max(1_000);
+            a.run_ms = ((a.run_ms as f64 * f).round() as u64).clamp(1_000, 12 * 3_600_000);
         }
     }
     arrivals.extend(singles_list);

@@ -3,7 +3,8 @@
 //!
 //! * **Utilisation** of a resource: allocated (requests of pods bound and not finished)
 //!   over allocatable, integrated exactly over virtual time ([`Usage`]), averaged over the
-//!   run: from time 0 to the end of the run (the last completion, or the horizon).
+//!   loaded period (time 0 to the last arrival) and over the whole run (to the last
+//!   completion, or the horizon).
 //! * **Wait** of a workload: from its arrival to the moment its `minCount` pods were
 //!   first all bound. Percentiles by the nearest-rank method over the workloads that
 //!   started.

@@ -20,9 +20,12 @@ pub fn domain_levels(trace: &Trace) -> Vec<usize> {
 pub struct Summary {
     pub config: String,
     pub title: String,
-    /// Average utilisation of the trace's device (GPU, or CPU) and of CPU, 0..=1.
+    /// Average utilisation of the trace's device (GPU, or CPU) and of CPU over the loaded
+    /// period (from 0 to the last arrival), 0..=1.
     pub device_util: f64,
     pub cpu_util: f64,
+    /// Device utilisation over the whole run (to the last completion).
+    pub device_util_run: f64,
     /// Gang wait percentiles (seconds) over gangs that started.
     pub wait_p50_s: Option<f64>,
     pub wait_p90_s: Option<f64>,
@@ -99,8 +102,9 @@ impl Summary {
         Summary {
             config: config.id.to_string(),
             title: config.title.to_string(),
-            device_util: run.average[device_index],
-            cpu_util: run.average[0],
+            device_util: run.loaded_average[device_index],
+            cpu_util: run.loaded_average[0],
+            device_util_run: run.average[device_index],
             wait_p50_s: percentile(&gang_waits, 50.0),
             wait_p90_s: percentile(&gang_waits, 90.0),
             wait_p99_s: percentile(&gang_waits, 99.0),

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use placer_lab::driver::Stop;
-use placer_lab::{configs, generators, report, run_lab, trace, ReplayOptions};
+use placer_lab::{configs, generators, plot, report, run_lab, trace, ReplayOptions};
 
 fn small() -> placer_lab::Trace {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/traces/small.yaml");
@@ -45,6 +45,11 @@ fn every_configuration_runs_the_example_trace_to_the_end() {
         assert!(text.contains(c.id), "{text}");
     }
     assert!(text.contains("best per measure:"), "{text}");
+    let page = plot::html(std::slice::from_ref(&r));
+    assert_eq!(page.matches("<svg").count(), 2, "utilisation and pending gangs");
+    assert_eq!(page.matches("<polyline").count(), 2 * all.len(), "one line per configuration and chart");
+    let svg = plot::svg(std::slice::from_ref(&r));
+    assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
 }
 
 #[test]

@@ -149,14 +149,15 @@ pub fn kueue_tas(seed: u64, scale: f64) -> Trace {
         vec![1, 10, hosts],
         &[("cpu", "96"), ("memory", "256Gi"), ("pods", "110")],
     );
-    // (count, creation interval ms, class, run time ms, priority, cpu, pods, how)
+    /// (count, creation interval ms, class, run time ms, priority, cpu, pods, how)
+    type Set = (u32, u64, &'static str, u64, i32, &'static str, u32, How);
     #[derive(Clone, Copy)]
     enum How {
         Required,
         Preferred,
         Slices(u32),
     }
-    let sets: [(u32, u64, &str, u64, i32, &str, u32, How); 9] = [
+    let sets: [Set; 9] = [
         (120, 100, "small-required-rack", 200, 50, "500m", 2, How::Required),
         (120, 100, "small-preferred-rack", 200, 50, "500m", 2, How::Preferred),
         (110, 100, "small-balanced-rack", 200, 50, "500m", 2, How::Slices(1)),

@@ -284,6 +284,13 @@ pub struct Problem {
     pub message: String,
 }
 
+impl Problem {
+    /// A problem with the field `loc` of `file`.
+    fn at(file: &Path, loc: &Located, message: String) -> Problem {
+        Problem { file: file.to_path_buf(), line: loc.line, field: loc.field.clone(), message }
+    }
+}
+
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.file.display())?;
@@ -372,14 +379,7 @@ pub fn arrival_from_fields(
     problems: &mut Vec<Problem>,
 ) -> Option<Arrival> {
     let before = problems.len();
-    let mut bad = |loc: &Located, message: String| {
-        problems.push(Problem {
-            file: file.to_path_buf(),
-            line: loc.line,
-            field: loc.field.clone(),
-            message,
-        });
-    };
+    let mut bad = |loc: &Located, message: String| problems.push(Problem::at(file, loc, message));
 
     let name = match &raw.name {
         Some(n) => {
@@ -465,14 +465,7 @@ pub fn arrival_from_fields(
             message: "no requests: give at least one (e.g. cpu)".to_string(),
         });
     }
-    let mut bad = |loc: &Located, message: String| {
-        problems.push(Problem {
-            file: file.to_path_buf(),
-            line: loc.line,
-            field: loc.field.clone(),
-            message,
-        });
-    };
+    let mut bad = |loc: &Located, message: String| problems.push(Problem::at(file, loc, message));
 
     let level = |loc: &Located, bad: &mut dyn FnMut(&Located, String)| -> Option<usize> {
         let l = cluster.level_index(loc.text.trim());
@@ -509,7 +502,7 @@ pub fn arrival_from_fields(
                         ),
                     );
                 }
-                if pods % size != 0 {
+                if !pods.is_multiple_of(size) {
                     bad(s, format!("slice size {size} does not divide pods {pods}"));
                 }
                 topology.slice = Some((lv, size));
@@ -1104,7 +1097,7 @@ pub fn parse_csv(text: &str) -> Result<Vec<RawFields>, Problem> {
 /// A duration as a trace writes it: the largest exact unit (`90s`, `2h`, `1500ms`).
 pub fn fmt_duration(ms: u64) -> String {
     for (unit, f) in [("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
-        if ms >= f && ms % f == 0 {
+        if ms >= f && ms.is_multiple_of(f) {
             return format!("{}{unit}", ms / f);
         }
     }

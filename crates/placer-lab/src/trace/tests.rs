@@ -74,7 +74,7 @@ fn bad_fields_name_file_line_and_field() {
         got,
         [
             "t.yaml:9: arrivals[0].pods: pods \"many\" is not a whole number",
-            "t.yaml:10: arrivals[0].requests.cpu: request cpu=\"lots\": invalid quantity \"lots\"",
+            "t.yaml:10: arrivals[0].requests.cpu: request cpu=\"lots\": invalid quantity \"lots\": expected a number with an optional suffix (e.g. 500m, 2, 1.5Gi)",
             "t.yaml:11: arrivals[0].runTime: invalid duration \"10x\": unknown unit (expected e.g. 30s, 5m, 1h30m, 1.5s, 250ms)",
             "t.yaml:12: arrivals[1].required: unknown level \"aisle\": the cluster's levels are block, rack, hostname",
             "t.yaml:13: arrivals[2].slice.size: slice size 2 does not divide pods 3",
@@ -89,9 +89,9 @@ fn bad_fields_name_file_line_and_field() {
 fn structural_errors_carry_line_and_column() {
     let e = load(&format!("{HEAD}arrivals:\n  - {{at: 0s, runTim: 1s}}\n")).unwrap_err();
     let TraceError::Yaml { line, message, .. } = &e else { panic!("{e}") };
-    assert_eq!(*line, 9);
+    assert_eq!(*line, 8, "the arrival's line (HEAD is 6 lines, `arrivals:` line 7)");
     assert!(message.contains("runTim"), "{message}");
-    assert!(e.to_string().starts_with("t.yaml:9:"), "{e}");
+    assert!(e.to_string().starts_with("t.yaml:8:"), "{e}");
 }
 
 #[test]
@@ -122,8 +122,9 @@ fn duplicate_names_point_at_the_first() {
         ))
         .unwrap_err(),
     );
-    assert_eq!(got[0], "t.yaml:10: arrivals[1].name: duplicate name \"a\" (first on line 9)");
-    assert!(got[1].starts_with("t.yaml:11: arrivals[2].name: invalid name \"Bad_Name\""), "{}", got[1]);
+    // HEAD is 6 lines, `arrivals:` line 7: the arrivals are on lines 8, 9 and 10.
+    assert_eq!(got[0], "t.yaml:9: arrivals[1].name: duplicate name \"a\" (first on line 8)");
+    assert!(got[1].starts_with("t.yaml:10: arrivals[2].name: invalid name \"Bad_Name\""), "{}", got[1]);
 }
 
 #[test]

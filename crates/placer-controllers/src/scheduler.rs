@@ -591,6 +591,10 @@ pub fn cluster_event(event: WatchEvent) -> Option<ClusterEvent> {
         }
         Object::PodDisruptionBudget(pdb) => ClusterEvent::PodDisruptionBudgetUpserted(Arc::new(pdb)),
         Object::Workload(_) | Object::Job(_) | Object::CronJob(_) => return None,
+        Object::DeviceClass(_)
+        | Object::ResourceSlice(_)
+        | Object::ResourceClaim(_)
+        | Object::ResourceClaimTemplate(_) => return None,
     })
 }
 

@@ -462,6 +462,10 @@ fn validate_object(cx: &mut Ctx<'_>, obj: &Object) {
                 }
             }
         }
+        Object::DeviceClass(_)
+        | Object::ResourceSlice(_)
+        | Object::ResourceClaim(_)
+        | Object::ResourceClaimTemplate(_) => {}
     }
 }
 

@@ -462,10 +462,100 @@ fn validate_object(cx: &mut Ctx<'_>, obj: &Object) {
                 }
             }
         }
-        Object::DeviceClass(_)
-        | Object::ResourceSlice(_)
-        | Object::ResourceClaim(_)
-        | Object::ResourceClaimTemplate(_) => {}
+        Object::DeviceClass(c) => {
+            validate_selectors(cx, "spec.selectors", c.spec.selectors.as_deref());
+        }
+        Object::ResourceSlice(s) => {
+            if s.spec.driver.is_empty() {
+                cx.err("spec.driver", "is required".into());
+            }
+            if s.spec.pool.name.is_empty() {
+                cx.err("spec.pool.name", "is required".into());
+            }
+            let set = [
+                s.spec.node_name.as_ref().is_some_and(|n| !n.is_empty()),
+                s.spec.node_selector.is_some(),
+                s.spec.all_nodes == Some(true),
+                s.spec.per_device_node_selection == Some(true),
+            ];
+            if set.iter().filter(|b| **b).count() != 1 {
+                cx.err(
+                    "spec",
+                    "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required"
+                        .into(),
+                );
+            }
+        }
+        Object::ResourceClaim(c) => validate_claim_spec(cx, "spec", &c.spec),
+        Object::ResourceClaimTemplate(t) => validate_claim_spec(cx, "spec.spec", &t.spec.spec),
+    }
+}
+
+/// DRA selectors: the API server compiles their CEL on write; Placer also rejects what its
+/// CEL subset cannot evaluate.
+fn validate_selectors(
+    cx: &mut Ctx<'_>,
+    path: &str,
+    selectors: Option<&[placer_api::k8s::api::resource::v1::DeviceSelector]>,
+) {
+    for (i, s) in selectors.unwrap_or(&[]).iter().enumerate() {
+        match &s.cel {
+            None => cx.err(format!("{path}[{i}].cel"), "is required".into()),
+            Some(c) => {
+                if let Err(m) = placer_engine::check_device_selector(&c.expression) {
+                    cx.err(format!("{path}[{i}].cel.expression"), format!("compilation failed: {m}"));
+                }
+            }
+        }
+    }
+}
+
+/// A ResourceClaim spec (also inside a ResourceClaimTemplate), as the API server checks it.
+fn validate_claim_spec(
+    cx: &mut Ctx<'_>,
+    path: &str,
+    spec: &placer_api::k8s::api::resource::v1::ResourceClaimSpec,
+) {
+    let requests = spec.devices.as_ref().and_then(|d| d.requests.as_deref()).unwrap_or(&[]);
+    for (i, r) in requests.iter().enumerate() {
+        let at = format!("{path}.devices.requests[{i}]");
+        if let Err(m) = check_dns_label(&r.name) {
+            cx.err(format!("{at}.name"), m);
+        }
+        match (&r.exactly, r.first_available.as_ref().filter(|l| !l.is_empty())) {
+            (Some(_), Some(_)) | (None, None) => {
+                cx.err(at.clone(), "exactly one of `exactly` or `firstAvailable` is required".into())
+            }
+            (None, Some(_)) => cx.err(
+                format!("{at}.firstAvailable"),
+                "prioritized lists are not supported by Placer yet".into(),
+            ),
+            (Some(e), None) => {
+                if e.device_class_name.is_empty() {
+                    cx.err(format!("{at}.exactly.deviceClassName"), "is required".into());
+                }
+                match e.allocation_mode.as_deref().unwrap_or("ExactCount") {
+                    "ExactCount" => {
+                        if e.count.is_some_and(|c| c <= 0) {
+                            cx.err(format!("{at}.exactly.count"), "must be greater than zero".into());
+                        }
+                    }
+                    "All" => {
+                        if e.count.is_some() {
+                            cx.err(
+                                format!("{at}.exactly.count"),
+                                "must not be set when `allocationMode` is `All`".into(),
+                            );
+                        }
+                    }
+                    other => cx.err(
+                        format!("{at}.exactly.allocationMode"),
+                        format!("unsupported value {other:?}: supported values: \"All\", \"ExactCount\""),
+                    ),
+                }
+                validate_selectors(cx, &format!("{at}.exactly.selectors"), e.selectors.as_deref());
+            }
+        }
     }
 }
 

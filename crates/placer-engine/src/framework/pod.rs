@@ -15,6 +15,7 @@ use std::fmt;
 use super::parsed::ParsedPod;
 use super::status::{FilterResult, PreResult, Rejection, Status};
 use crate::model::{NodeId, PodInfo};
+use crate::snapshot::dra::ClaimWrite;
 use crate::snapshot::{NodeState, Snapshot};
 
 /// What a filter's verdict on a node depends on, declared per pod. The placement search's
@@ -140,6 +141,9 @@ pub trait PreBindPlugin: Send + Sync {
 #[derive(Default)]
 pub struct CycleData {
     entries: Vec<(&'static str, Box<dyn Any + Send + Sync>)>,
+    /// What PreBind decided to write before the binding (claim statuses); the commit step
+    /// turns them into decisions.
+    claim_writes: Vec<ClaimWrite>,
 }
 
 impl fmt::Debug for CycleData {
@@ -166,7 +170,15 @@ impl CycleData {
     }
     /// Whether nothing is stored.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries.is_empty() && self.claim_writes.is_empty()
+    }
+    /// PreBind: a ResourceClaim status write to carry out before the pod binds.
+    pub fn add_claim_write(&mut self, write: ClaimWrite) {
+        self.claim_writes.push(write);
+    }
+    /// The claim writes PreBind decided, in order.
+    pub fn take_claim_writes(&mut self) -> Vec<ClaimWrite> {
+        std::mem::take(&mut self.claim_writes)
     }
 }
 

@@ -354,13 +354,13 @@ fn check(e: &Expr) -> Result<(), CelError> {
         }
         Expr::Not(a) | Expr::Neg(a) => check(a),
         Expr::Call(target, name, args) => {
-            let known = match (target.is_some(), name.as_str(), args.len()) {
-                (false, "quantity" | "semver" | "size", 1) => true,
-                (true, "compareTo" | "isGreaterThan" | "isLessThan", 1) => true,
-                (true, "startsWith" | "endsWith" | "contains", 1) => true,
-                (true, "size", 0) => true,
-                _ => false,
-            };
+            let known = matches!(
+                (target.is_some(), name.as_str(), args.len()),
+                (false, "quantity" | "semver" | "size", 1)
+                    | (true, "compareTo" | "isGreaterThan" | "isLessThan", 1)
+                    | (true, "startsWith" | "endsWith" | "contains", 1)
+                    | (true, "size", 0)
+            );
             if !known {
                 return err(format!("function {name}() with {} argument(s) is not supported", args.len()));
             }

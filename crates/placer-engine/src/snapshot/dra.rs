@@ -116,6 +116,11 @@ pub struct ClaimWrite {
 pub struct DraState {
     classes: BTreeMap<String, Arc<ClassEntry>>,
     slices: BTreeMap<String, Arc<ResourceSlice>>,
+    /// Slice names by `spec.nodeName`; slices without one (node selector, all nodes,
+    /// per-device selection) are under `""`. Filter visits a node's slices only.
+    by_node: BTreeMap<String, std::collections::BTreeSet<String>>,
+    /// Newest generation of each pool (driver, pool name).
+    newest: BTreeMap<(String, String), i64>,
     claims: BTreeMap<ObjectKey, Arc<ClaimEntry>>,
     groups: BTreeMap<ObjectKey, Arc<PodGroup>>,
     pending: BTreeMap<ObjectKey, Pending>,
@@ -142,12 +147,32 @@ impl DraState {
         self.classes.remove(name);
     }
     pub fn upsert_slice(&mut self, slice: Arc<ResourceSlice>) {
-        if let Some(name) = slice.metadata.name.clone() {
-            self.slices.insert(name, slice);
-        }
+        let Some(name) = slice.metadata.name.clone() else { return };
+        self.remove_slice(&name);
+        let node = slice.spec.node_name.clone().unwrap_or_default();
+        self.by_node.entry(node).or_default().insert(name.clone());
+        self.slices.insert(name, slice);
+        self.refresh_pools();
     }
     pub fn remove_slice(&mut self, name: &str) {
-        self.slices.remove(name);
+        if let Some(old) = self.slices.remove(name) {
+            let node = old.spec.node_name.clone().unwrap_or_default();
+            if let Some(set) = self.by_node.get_mut(&node) {
+                set.remove(name);
+                if set.is_empty() {
+                    self.by_node.remove(&node);
+                }
+            }
+            self.refresh_pools();
+        }
+    }
+    fn refresh_pools(&mut self) {
+        self.newest.clear();
+        for s in self.slices.values() {
+            let pool = (s.spec.driver.clone(), s.spec.pool.name.clone());
+            let g = self.newest.entry(pool).or_insert(s.spec.pool.generation);
+            *g = (*g).max(s.spec.pool.generation);
+        }
     }
     /// A claim as the store has it; an allocation seen there supersedes the pending one.
     pub fn upsert_claim(&mut self, claim: Arc<ResourceClaim>) {
@@ -485,11 +510,6 @@ impl DraState {
     /// reaches `node`, from the newest generation of each pool, in slice-name then device
     /// order.
     fn candidates(&self, node: &NodeStatic) -> Vec<Cand<'_>> {
-        let mut newest: BTreeMap<(&str, &str), i64> = BTreeMap::new();
-        for s in self.slices.values() {
-            let g = newest.entry((&s.spec.driver, &s.spec.pool.name)).or_insert(s.spec.pool.generation);
-            *g = (*g).max(s.spec.pool.generation);
-        }
         let empty = BTreeMap::new();
         let labels = node.node.metadata.labels.as_ref().unwrap_or(&empty);
         let reaches = |node_name: Option<&String>, all: Option<bool>, sel: Option<&NodeSelector>| {
@@ -497,11 +517,13 @@ impl DraState {
                 || all == Some(true)
                 || sel.is_some_and(|s| node_selector_terms_match(&s.node_selector_terms, &node.name, labels))
         };
+        let mut names: Vec<&String> =
+            [node.name.as_str(), ""].iter().filter_map(|n| self.by_node.get(*n)).flatten().collect();
+        names.sort();
         let mut out = Vec::new();
-        for s in self.slices.values() {
-            if newest.get(&(s.spec.driver.as_str(), s.spec.pool.name.as_str()))
-                != Some(&s.spec.pool.generation)
-            {
+        for s in names.into_iter().filter_map(|n| self.slices.get(n)) {
+            let pool = (s.spec.driver.clone(), s.spec.pool.name.clone());
+            if self.newest.get(&pool) != Some(&s.spec.pool.generation) {
                 continue;
             }
             let per_device = s.spec.per_device_node_selection == Some(true);

@@ -157,7 +157,7 @@ impl Engine {
     /// the claim writes PreBind decided, or why the pod was refused (everything reserved
     /// is unreserved).
     pub(super) fn commit_single(&mut self, pod: &PodInfo, node: NodeId) -> Result<Vec<ClaimWrite>, String> {
-        if !self.fw.has_binding_cycle_plugins() {
+        if !self.fw.binding_cycle_applies(pod) {
             return Ok(Vec::new());
         }
         let why = |s: Status| format!("{}: {}", s.plugin, s.reasons.join(", "));
@@ -185,7 +185,7 @@ impl Engine {
         outcome: GroupOutcome,
     ) -> (GroupOutcome, FxHashMap<usize, Vec<ClaimWrite>>) {
         let mut writes = FxHashMap::default();
-        if !self.fw.has_binding_cycle_plugins() {
+        if !cycle.pods.iter().any(|p| self.fw.binding_cycle_applies(p)) {
             return (outcome, writes);
         }
         let GroupOutcome::Scheduled { placement, assignments, mut failures } = outcome else {

@@ -93,6 +93,12 @@ pub trait ScorePlugin: Send + Sync {
 /// PreBind fails; it must be idempotent.
 pub trait ReservePlugin: Send + Sync {
     fn name(&self) -> &'static str;
+    /// Whether the plugin has anything to reserve for `pod` (e.g. it has ResourceClaims).
+    /// When no Reserve or PreBind plugin applies to any member and no Permit plugin is
+    /// configured, the commit step is skipped.
+    fn applies(&self, _pod: &PodInfo) -> bool {
+        true
+    }
     /// Reserves for `pod` on `node`. An error fails the pod (and a gang with it).
     fn reserve(
         &self,
@@ -125,6 +131,10 @@ pub trait PermitPlugin: Send + Sync {
 /// called only when the whole group is permitted. An error fails the group.
 pub trait PreBindPlugin: Send + Sync {
     fn name(&self) -> &'static str;
+    /// Whether the plugin has anything to do for `pod` (see [`ReservePlugin::applies`]).
+    fn applies(&self, _pod: &PodInfo) -> bool {
+        true
+    }
     fn pre_bind(
         &self,
         data: &mut CycleData,
@@ -344,6 +354,14 @@ impl Framework {
     /// has nothing to run).
     pub fn has_binding_cycle_plugins(&self) -> bool {
         !(self.reserve.is_empty() && self.permit.is_empty() && self.pre_bind.is_empty())
+    }
+
+    /// Whether the binding cycle has work for `pod`: a Permit plugin is configured, or a
+    /// Reserve or PreBind plugin applies to it.
+    pub fn binding_cycle_applies(&self, pod: &PodInfo) -> bool {
+        !self.permit.is_empty()
+            || self.reserve.iter().any(|p| p.applies(pod))
+            || self.pre_bind.iter().any(|p| p.applies(pod))
     }
 
     /// Which placement-search shortcuts are exact for `pod` (see [`Dependence`]).

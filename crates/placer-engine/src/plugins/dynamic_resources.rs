@@ -109,6 +109,10 @@ impl ReservePlugin for DynamicResources {
         NAME
     }
 
+    fn applies(&self, pod: &PodInfo) -> bool {
+        !pod.view.resource_claims.is_empty()
+    }
+
     fn reserve(
         &self,
         data: &mut CycleData,
@@ -152,6 +156,10 @@ impl ReservePlugin for DynamicResources {
 impl PreBindPlugin for DynamicResources {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    fn applies(&self, pod: &PodInfo) -> bool {
+        !pod.view.resource_claims.is_empty()
     }
 
     fn pre_bind(

@@ -70,6 +70,13 @@ gates! {
     TASMultiLayerTopology = true,
     /// Preferred node affinity counts in hierarchical placement.
     TASRespectNodeAffinityPreferred = false,
+    /// Pods of a placed group lost with a failed node are replaced inside the group's
+    /// domain (with slices: inside the incomplete slice's domain).
+    TASFailedNodeReplacement = true,
+    /// When no replacement fits, the whole group is evicted and placed again.
+    TASFailedNodeReplacementFailFast = true,
+    /// Nodes with an untolerated NoExecute (or NoSchedule) taint count as failed.
+    TASReplaceNodeOnNodeTaints = true,
 }
 
 impl Gate {

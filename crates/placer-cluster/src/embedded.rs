@@ -20,10 +20,19 @@
 //! * `bind` is the pod binding subresource: the pod must exist and be unbound, its uid must
 //!   match when one is given, and the node must exist. It sets `spec.nodeName` and the
 //!   `PodScheduled=True` condition, as the API server does.
-//! * `delete` removes the object at once (pods included: grace periods are not simulated,
-//!   the corpus uses `terminationGracePeriodSeconds: 0`), then garbage-collects, in the
-//!   background style, every object whose owner references all point at owners that no
-//!   longer exist (matched by uid), cascading.
+//! * `delete` removes the object at once, then garbage-collects, in the background style,
+//!   every object whose owner references all point at owners that no longer exist (matched
+//!   by uid), cascading. Graceful deletion, as the API server does it: an object with
+//!   `metadata.finalizers`, or a pod bound to an existing node, not terminal, with an
+//!   explicit `terminationGracePeriodSeconds` above 0, is only marked: `deletionTimestamp`
+//!   = now + grace period (`deletionGracePeriodSeconds` set), a `Modified` watch event. It
+//!   is removed when its last finalizer goes (update or patch), or by a later `delete`
+//!   once the grace period is over (the kubelet's final delete), or at once when its node
+//!   is gone (pod garbage collection). A pod without an explicit grace period stands for
+//!   containers that exit on SIGTERM: it goes at once. Deleting a terminating object again
+//!   early changes nothing.
+//! * A `deletionTimestamp` is kept through updates; [`EmbeddedCluster::create_terminating`]
+//!   creates an object already terminating (scenario `cluster.pods`).
 //! * Admission hooks ([`EmbeddedCluster::add_admission`]) run on create, update and merge
 //!   patch (never on status writes or bindings); a rejection is [`StoreError::Forbidden`].
 //! * The clock is virtual: it starts at 0 ms, which is `2026-01-01T00:00:00Z`, and moves
@@ -164,6 +173,46 @@ impl EmbeddedCluster {
         s
     }
 
+    /// Creates `obj` keeping its `deletionTimestamp` (and `deletionGracePeriodSeconds`): an
+    /// object that is already terminating, as a scenario's initial cluster may list it.
+    pub fn create_terminating(&mut self, obj: Object) -> Result<Object, StoreError> {
+        let deletion = obj.metadata().deletion_timestamp.clone();
+        let grace = obj.metadata().deletion_grace_period_seconds;
+        let created = self.create(obj)?;
+        if deletion.is_none() {
+            return Ok(created);
+        }
+        let mut marked = created;
+        marked.metadata_mut().deletion_timestamp = deletion;
+        marked.metadata_mut().deletion_grace_period_seconds = grace;
+        let r = marked.object_ref();
+        Ok(self.put(r, marked, WatchEventKind::Modified))
+    }
+
+    /// Seconds of graceful termination `delete` gives `obj`, `None` when it goes at once
+    /// (see the module docs).
+    fn grace_seconds(&self, obj: &Object) -> Option<i64> {
+        let has_finalizers = obj.metadata().finalizers.as_ref().is_some_and(|f| !f.is_empty());
+        let pod_grace = match obj {
+            Object::Pod(p) => {
+                let spec = p.spec.as_ref();
+                let node = spec.and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
+                let node_exists =
+                    node.is_some_and(|n| self.objects.contains_key(&ObjectRef::new(Kind::Node, "", n)));
+                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                let terminal = matches!(phase, Some("Succeeded" | "Failed"));
+                let grace = spec.and_then(|s| s.termination_grace_period_seconds).unwrap_or(0);
+                (node_exists && !terminal && grace > 0).then_some(grace)
+            }
+            _ => None,
+        };
+        match (pod_grace, has_finalizers) {
+            (Some(g), _) => Some(g),
+            (None, true) => Some(0),
+            (None, false) => None,
+        }
+    }
+
     fn admit(&self, old: Option<&Object>, new: &Object) -> Result<(), StoreError> {
         for hook in &self.admission {
             hook.admit(self, old, new)
@@ -265,6 +314,20 @@ impl EmbeddedCluster {
         if new == old {
             return Ok(old);
         }
+        let terminating = new.metadata().deletion_timestamp.is_some();
+        if terminating && new.metadata().finalizers.as_ref().is_none_or(Vec::is_empty) {
+            // The last finalizer went: a terminating object is removed once its grace
+            // period is over (a pod still running waits for the kubelet's final delete).
+            let over = new.metadata().deletion_timestamp.as_ref().is_none_or(|t| t.0 <= self.now().0);
+            let no_grace = self.grace_seconds(&new).is_none();
+            if over || no_grace {
+                let last = self.put(r.clone(), new, WatchEventKind::Modified);
+                if let Some(uid) = self.remove(&r) {
+                    self.collect_garbage(uid);
+                }
+                return Ok(last);
+            }
+        }
         if spec_json(&old) != spec_json(&new) {
             let generation = old.metadata().generation.unwrap_or(0) + 1;
             new.metadata_mut().generation = Some(generation);
@@ -333,6 +396,7 @@ impl ClusterStore for EmbeddedCluster {
             meta.creation_timestamp = Some(now);
             meta.generation = Some(1);
             meta.deletion_timestamp = None;
+            meta.deletion_grace_period_seconds = None;
             meta.resource_version = None;
         }
         if let Some(prefix) = obj
@@ -362,6 +426,9 @@ impl ClusterStore for EmbeddedCluster {
             if status.phase.as_deref().is_none_or(str::is_empty) {
                 status.phase = Some("Pending".to_string());
             }
+        }
+        for hook in &self.admission {
+            hook.mutate_on_create(&mut obj);
         }
         self.admit(None, &obj)?;
         let uid = self.next_uid();
@@ -423,6 +490,27 @@ impl ClusterStore for EmbeddedCluster {
     }
 
     fn delete(&mut self, r: &ObjectRef) -> Result<(), StoreError> {
+        let obj = self.objects.get(r).cloned().ok_or_else(|| StoreError::NotFound(r.clone()))?;
+        let has_finalizers = obj.metadata().finalizers.as_ref().is_some_and(|f| !f.is_empty());
+        if let Some(deadline) = obj.metadata().deletion_timestamp.clone() {
+            // Already terminating: the final delete once the grace period is over (or the
+            // node is gone); finalizers still hold it.
+            let over = deadline.0 <= self.now().0 || self.grace_seconds(&obj).is_none();
+            if has_finalizers || !over {
+                return Ok(());
+            }
+        } else if let Some(grace) = self.grace_seconds(&obj) {
+            let now_ms = i64::try_from(self.now_ms).unwrap_or(i64::MAX);
+            let at = now_ms.saturating_add(grace.saturating_mul(1000)).saturating_add(EPOCH_UNIX_MS);
+            let mut marked = obj;
+            marked.metadata_mut().deletion_timestamp =
+                Some(Time(Timestamp::from_millisecond(at).unwrap_or(Timestamp::MAX)));
+            marked.metadata_mut().deletion_grace_period_seconds = Some(grace);
+            if grace > 0 || has_finalizers {
+                self.put(r.clone(), marked, WatchEventKind::Modified);
+                return Ok(());
+            }
+        }
         match self.remove(r) {
             None => Err(StoreError::NotFound(r.clone())),
             Some(uid) => {
@@ -505,6 +593,7 @@ fn keep_server_fields(old: &ObjectMeta, new: &mut ObjectMeta) {
     new.uid = old.uid.clone();
     new.creation_timestamp = old.creation_timestamp.clone();
     new.deletion_timestamp = old.deletion_timestamp.clone();
+    new.deletion_grace_period_seconds = old.deletion_grace_period_seconds;
     new.generation = old.generation;
     new.resource_version = old.resource_version.clone();
     new.generate_name = old.generate_name.clone();
@@ -646,6 +735,89 @@ mod tests {
         );
         let phase = pa.as_pod().and_then(|p| p.status.as_ref()).and_then(|s| s.phase.clone());
         assert_eq!(phase.as_deref(), Some("Pending"), "a created pod starts Pending");
+    }
+
+    fn with_grace(mut obj: Object, node: Option<&str>, grace: Option<i64>, finalizer: bool) -> Object {
+        if let Object::Pod(p) = &mut obj {
+            let spec = p.spec.get_or_insert_with(Default::default);
+            spec.node_name = node.map(str::to_string);
+            spec.termination_grace_period_seconds = grace;
+            if finalizer {
+                p.metadata.finalizers = Some(vec!["example.com/f".to_string()]);
+            }
+        }
+        obj
+    }
+
+    #[test]
+    fn graceful_deletion_marks_then_removes() {
+        let mut c = EmbeddedCluster::new();
+        c.create(node("n1")).unwrap();
+        c.create(with_grace(pod("default", "graceful"), Some("n1"), Some(30), false)).unwrap();
+        c.create(with_grace(pod("default", "unbound"), None, Some(30), false)).unwrap();
+        c.create(with_grace(pod("default", "no-grace"), Some("n1"), None, false)).unwrap();
+        c.create(with_grace(pod("default", "final"), None, None, true)).unwrap();
+        // A bound pod with a grace period is only marked; an early second delete changes nothing.
+        c.delete(&pod_ref("graceful")).unwrap();
+        let marked = c.get(&pod_ref("graceful")).unwrap();
+        assert_eq!(
+            marked.metadata().deletion_timestamp.as_ref().map(|t| t.0.to_string()).as_deref(),
+            Some("2026-01-01T00:00:30Z")
+        );
+        assert_eq!(marked.metadata().deletion_grace_period_seconds, Some(30));
+        c.set_now_ms(10_000);
+        c.delete(&pod_ref("graceful")).unwrap();
+        assert!(c.get(&pod_ref("graceful")).is_some());
+        c.set_now_ms(30_000);
+        c.delete(&pod_ref("graceful")).unwrap();
+        assert!(c.get(&pod_ref("graceful")).is_none(), "the final delete after the grace period");
+        // Unbound pods and pods without an explicit grace period go at once.
+        c.delete(&pod_ref("unbound")).unwrap();
+        c.delete(&pod_ref("no-grace")).unwrap();
+        assert!(c.get(&pod_ref("unbound")).is_none() && c.get(&pod_ref("no-grace")).is_none());
+        // A finalizer holds the object until it is removed.
+        c.delete(&pod_ref("final")).unwrap();
+        c.delete(&pod_ref("final")).unwrap();
+        assert!(c.get(&pod_ref("final")).unwrap().metadata().deletion_timestamp.is_some());
+        let patch = serde_json::json!({"metadata": {"finalizers": null}});
+        c.merge_patch(&pod_ref("final"), &patch).unwrap();
+        assert!(c.get(&pod_ref("final")).is_none());
+    }
+
+    #[test]
+    fn terminating_pods_go_at_once_when_their_node_is_gone_and_can_be_created_terminating() {
+        let mut c = EmbeddedCluster::new();
+        c.create(node("n1")).unwrap();
+        c.create(with_grace(pod("default", "a"), Some("n1"), Some(30), false)).unwrap();
+        c.delete(&pod_ref("a")).unwrap();
+        c.delete(&ObjectRef::new(Kind::Node, "", "n1")).unwrap();
+        c.delete(&pod_ref("a")).unwrap();
+        assert!(c.get(&pod_ref("a")).is_none(), "pod garbage collection of a deleted node");
+        let mut t = pod("default", "t");
+        t.metadata_mut().deletion_timestamp = Some(c.now());
+        let created = c.create_terminating(t).unwrap();
+        assert!(created.metadata().deletion_timestamp.is_some());
+        assert!(c.get(&pod_ref("t")).unwrap().metadata().deletion_timestamp.is_some());
+    }
+
+    #[test]
+    fn mutating_admission_runs_on_create() {
+        struct Label;
+        impl Admission for Label {
+            fn admit(&self, _: &dyn ClusterStore, _: Option<&Object>, _: &Object) -> Result<(), String> {
+                Ok(())
+            }
+            fn mutate_on_create(&self, obj: &mut Object) {
+                obj.metadata_mut().labels = Some([("added".to_string(), "yes".to_string())].into());
+            }
+        }
+        let mut c = EmbeddedCluster::new();
+        c.add_admission(Box::new(Label));
+        let created = c.create(pod("default", "p")).unwrap();
+        assert_eq!(
+            created.metadata().labels.as_ref().and_then(|l| l.get("added")).map(String::as_str),
+            Some("yes")
+        );
     }
 
     #[test]

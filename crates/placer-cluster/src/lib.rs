@@ -65,6 +65,10 @@ pub trait Admission {
     /// `old` is `None` on create. Only spec/metadata writes are checked, not status or
     /// bindings.
     fn admit(&self, store: &dyn ClusterStore, old: Option<&Object>, new: &Object) -> Result<(), String>;
+
+    /// A mutating admission step run on create, before every `admit` (e.g. the
+    /// DefaultTolerationSeconds plugin adding tolerations to new pods). Default: nothing.
+    fn mutate_on_create(&self, _obj: &mut Object) {}
 }
 
 /// The cluster as controllers see it.

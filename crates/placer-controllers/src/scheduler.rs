@@ -11,7 +11,9 @@
 //!    [`Engine::binding_failed`]), pod status (`PodScheduled=False` condition,
 //!    `status.nominatedNodeName`), PodGroup status conditions (with `lastTransitionTime` =
 //!    the store's time when the status flips), annotation merge patches, evictions
-//!    (`DisruptionTarget` condition on the victim, then `delete`), and events (`Scheduled`, `FailedScheduling`, `Preempted`) reported by
+//!    (`DisruptionTarget` condition on the victim, then `delete`; a group evicted for a
+//!    failed node the same way, reason `EvictedDueToNodeFailures`), and events
+//!    (`Scheduled`, `FailedScheduling`, `Preempted`, `EvictedDueToNodeFailures`) reported by
 //!    `placer-scheduler`.
 //!
 //! It returns true when it wrote an object (events alone do not count: they change no
@@ -63,6 +65,9 @@ pub const POD_GROUP_SCHEDULED: &str = "PodGroupScheduled";
 pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
 /// Reason of the `DisruptionTarget` condition of preemption victims.
 pub const REASON_PREEMPTION_BY_SCHEDULER: &str = placer_engine::REASON_PREEMPTION_BY_SCHEDULER;
+/// Reason of the `DisruptionTarget` condition and the events of a group evicted because no
+/// replacement for a failed node fits.
+pub const REASON_NODE_FAILURES: &str = placer_engine::REASON_NODE_FAILURES;
 
 /// Runs the engine against a cluster store.
 pub struct SchedulerController {
@@ -498,6 +503,42 @@ impl SchedulerController {
                     }),
                 }
             }
+            Decision::EvictForNodeFailure { group, pods, failed_nodes, message } => {
+                if store.get(&group_ref(&group)).is_some() {
+                    record(store, group_ref(&group), "Normal", REASON_NODE_FAILURES, message.clone());
+                }
+                let condition_message = format!(
+                    "{REPORTER}: PodGroup {group} evicted: no replacement for failed node(s) {} fits",
+                    failed_nodes.join(", ")
+                );
+                let mut wrote = false;
+                for (pod, uid) in pods {
+                    let r = pod_ref(&pod);
+                    let Some(current) = store.get(&r) else { continue };
+                    if !uid.is_empty() && current.metadata().uid.as_deref() != Some(uid.as_str()) {
+                        continue;
+                    }
+                    if current.metadata().deletion_timestamp.is_some() {
+                        continue;
+                    }
+                    with_retry(store, "mark disruption target", &r, |store| {
+                        set_pod_disruption_target(store, &pod, REASON_NODE_FAILURES, &condition_message)
+                    })?;
+                    record(store, r.clone(), "Normal", REASON_NODE_FAILURES, message.clone());
+                    match store.delete(&r) {
+                        Ok(()) => wrote = true,
+                        Err(StoreError::NotFound(_)) => {}
+                        Err(source) => {
+                            return Err(DriverError::Store {
+                                action: "evict",
+                                target: r.to_string(),
+                                source: Box::new(source),
+                            })
+                        }
+                    }
+                }
+                Ok(wrote)
+            }
             Decision::Evict { pod, uid, message } => {
                 let r = pod_ref(&pod);
                 let Some(current) = store.get(&r) else { return Ok(false) };
@@ -514,7 +555,7 @@ impl SchedulerController {
                     message.strip_prefix("Preempted by ").unwrap_or("workload")
                 );
                 with_retry(store, "mark disruption target", &r, |store| {
-                    set_pod_disruption_target(store, &pod, &condition_message)
+                    set_pod_disruption_target(store, &pod, REASON_PREEMPTION_BY_SCHEDULER, &condition_message)
                 })?;
                 record(store, r.clone(), "Normal", "Preempted", message);
                 match store.delete(&r) {
@@ -836,11 +877,12 @@ fn set_pod_unschedulable(
     write_status(store, Object::Pod(pod))
 }
 
-/// Adds (or refreshes) the victim's `DisruptionTarget=True` condition, reason
-/// `PreemptionByScheduler`.
+/// Adds (or refreshes) the victim's `DisruptionTarget=True` condition with `reason`
+/// (`PreemptionByScheduler`, or `EvictedDueToNodeFailures`).
 fn set_pod_disruption_target(
     store: &mut dyn ClusterStore,
     key: &PodKey,
+    reason: &str,
     message: &str,
 ) -> Result<bool, StoreError> {
     let r = pod_ref(key);
@@ -850,7 +892,7 @@ fn set_pod_disruption_target(
     let wanted = PodCondition {
         type_: DISRUPTION_TARGET.to_string(),
         status: "True".to_string(),
-        reason: Some(REASON_PREEMPTION_BY_SCHEDULER.to_string()),
+        reason: Some(reason.to_string()),
         message: Some(message.to_string()),
         last_transition_time: Some(now),
         ..Default::default()

@@ -99,7 +99,21 @@ pub enum Decision {
         allocation: Option<AllocationResult>,
         consumer: ResourceClaimConsumerReference,
     },
+    /// Failed-node replacement gave up (seed 002, `TASFailedNodeReplacementFailFast`):
+    /// evict every pod of `pods` (key, uid) of the PodGroup, each with a `DisruptionTarget`
+    /// condition naming `failed_nodes`, and report it on the PodGroup; the group is then
+    /// placed again whole.
+    EvictForNodeFailure {
+        group: GroupKey,
+        pods: Vec<(PodKey, String)>,
+        failed_nodes: Vec<String>,
+        message: String,
+    },
 }
+
+/// Reason of the `DisruptionTarget` condition and of the PodGroup event when a group is
+/// evicted because no replacement for a failed node fits (Kueue's eviction reason).
+pub const REASON_NODE_FAILURES: &str = "EvictedDueToNodeFailures";
 
 /// A PriorityClass as the engine needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -73,7 +73,7 @@ fn err(message: String) -> ControllerError {
     ControllerError { controller: NAME, message }
 }
 
-fn pod_ref(pod: &Pod) -> ObjectRef {
+pub(crate) fn pod_ref(pod: &Pod) -> ObjectRef {
     ObjectRef::new(
         Kind::Pod,
         pod.metadata.namespace.clone().unwrap_or_default(),

@@ -17,8 +17,10 @@
 //! conformance suite use it.
 
 pub mod expect;
+pub mod failure_bench;
 pub mod generate;
 pub mod kubelet;
+pub mod lifecycle;
 pub mod load;
 pub mod report;
 pub mod run;

@@ -247,6 +247,8 @@ enum RawStep<M> {
     DeleteNode(String),
     Patch(serde_json::Value),
     MarkNotReady(String),
+    MarkReady(String),
+    MarkUnreachable(String),
     Taint(TaintStep),
     Advance(String),
     Expect(Expect),
@@ -483,6 +485,8 @@ fn convert(raw: RawScenario<Spanned<Typed>>, file: PathBuf, problems: &mut Vec<P
             },
             RawStep::DeleteNode(name) => StepAction::DeleteNode(name),
             RawStep::MarkNotReady(name) => StepAction::MarkNotReady(name),
+            RawStep::MarkReady(name) => StepAction::MarkReady(name),
+            RawStep::MarkUnreachable(name) => StepAction::MarkUnreachable(name),
             RawStep::Taint(t) => StepAction::Taint(t),
             RawStep::Advance(text) => match parse_duration_ms(&text) {
                 Ok(ms) => StepAction::Advance { ms },

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use placer_api::gates::FeatureGates;
-use placer_api::k8s::api::core::v1::{NodeCondition, Pod, Taint, Toleration};
+use placer_api::k8s::api::core::v1::{NodeCondition, Taint};
 use placer_cluster::embedded::EmbeddedCluster;
 use placer_cluster::{ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError};
 use placer_controllers::cronjob::CronJobController;
@@ -39,12 +39,12 @@ use placer_engine::{ExtensionPoint, ScoringStrategy};
 use crate::expect::{check, unexpected_errors, CheckReport, Failure};
 use crate::generate::generated_nodes;
 use crate::kubelet::SimKubelet;
+use crate::lifecycle::{DefaultTolerationSeconds, NodeLifecycle};
 use crate::report::{all_objects, cluster_summary, group_rows, ClusterSummary, GroupRow};
 use crate::scenario::{parse_duration_ms, Scenario, StepAction, TaintStep};
 use placer_metrics::{Clock, Metrics};
 
-/// The taint the node lifecycle controller puts on a NotReady node.
-pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
+pub use crate::lifecycle::NOT_READY_TAINT;
 
 /// Index of the scheduler in the controller list (its wake-ups drive settling).
 const SCHEDULER: usize = 1;
@@ -208,8 +208,9 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
     let levels = config.topology_levels.clone();
 
     let mut store = EmbeddedCluster::new();
+    store.add_admission(Box::new(DefaultTolerationSeconds));
     store.add_admission(Box::new(JobValidation::new(gates.clone())));
-    let frozen = setup_cluster(s, &mut store).map_err(setup_err)?;
+    let (frozen, terminating) = setup_cluster(s, &mut store).map_err(setup_err)?;
 
     let metrics = opts.metrics.clone().unwrap_or_else(|| {
         let profile = config.scheduler_names.first().map_or("default-scheduler", String::as_str);
@@ -220,6 +221,7 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
         Box::new(SchedulerController::new(config, Box::new(metrics.observer()))),
         Box::new(SimKubelet::new(frozen)),
         Box::new(CronJobController::new()),
+        Box::new(NodeLifecycle::new(terminating)),
         Box::new(ResourceClaimController::new(&gates)),
     ];
     let mut sim = Sim {
@@ -270,8 +272,12 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
 }
 
 /// Creates the initial nodes and bound pods. Returns the uids of pods whose phase the
-/// scenario fixed (the simulated kubelet leaves them alone).
-fn setup_cluster(s: &Scenario, store: &mut EmbeddedCluster) -> Result<HashSet<String>, String> {
+/// scenario fixed (the simulated kubelet leaves them alone) and of pods listed as
+/// terminating (`deletionTimestamp` set: they stay so).
+fn setup_cluster(
+    s: &Scenario,
+    store: &mut EmbeddedCluster,
+) -> Result<(HashSet<String>, HashSet<String>), String> {
     let mut nodes: Vec<(String, Object)> =
         s.nodes.iter().map(|m| (m.path.clone(), m.object.clone())).collect();
     if let Some(g) = &s.generate {
@@ -295,6 +301,7 @@ fn setup_cluster(s: &Scenario, store: &mut EmbeddedCluster) -> Result<HashSet<St
         store.create(node).map_err(|e| format!("{path}: {e}"))?;
     }
     let mut frozen = HashSet::new();
+    let mut terminating = HashSet::new();
     let now = store.now();
     for m in &s.pods {
         let mut pod = m.object.clone();
@@ -310,12 +317,15 @@ fn setup_cluster(s: &Scenario, store: &mut EmbeddedCluster) -> Result<HashSet<St
                 status.start_time = Some(now.clone());
             }
         }
-        let created = store.create(pod).map_err(|e| format!("{}: {e}", m.path))?;
+        let created = store.create_terminating(pod).map_err(|e| format!("{}: {e}", m.path))?;
+        if created.metadata().deletion_timestamp.is_some() {
+            terminating.extend(created.metadata().uid.clone());
+        }
         if fixed {
             frozen.extend(created.metadata().uid.clone());
         }
     }
-    Ok(frozen)
+    Ok((frozen, terminating))
 }
 
 struct Sim<'a> {
@@ -452,7 +462,9 @@ impl Sim<'_> {
             StepAction::Patch { target, patch } => {
                 self.store.merge_patch(target, patch).map(|_| ()).map_err(|e| e.to_string())
             }
-            StepAction::MarkNotReady(node) => self.mark_not_ready(node),
+            StepAction::MarkNotReady(node) => self.set_ready(node, "False"),
+            StepAction::MarkReady(node) => self.set_ready(node, "True"),
+            StepAction::MarkUnreachable(node) => self.set_ready(node, "Unknown"),
             StepAction::Taint(t) => self.taint(t),
             StepAction::Advance { ms } => {
                 self.advance(path, *ms)?;
@@ -475,32 +487,39 @@ impl Sim<'_> {
         self.store.get(&r).ok_or_else(|| StoreError::NotFound(r).to_string())
     }
 
-    fn mark_not_ready(&mut self, name: &str) -> Result<(), String> {
+    /// Sets the node's `Ready` condition (the node lifecycle controller does the rest).
+    fn set_ready(&mut self, name: &str, status: &str) -> Result<(), String> {
         let mut node = self.node(name)?;
         let now = self.store.now();
         if let Object::Node(n) = &mut node {
             let conditions =
                 n.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
+            let (reason, message) = match status {
+                "True" => ("KubeletReady", "kubelet is posting ready status"),
+                "False" => ("KubeletNotReady", "container runtime is down"),
+                _ => ("NodeStatusUnknown", "Kubelet stopped posting node status."),
+            };
+            let transition = conditions
+                .iter()
+                .find(|c| c.type_ == "Ready" && c.status == status)
+                .and_then(|c| c.last_transition_time.clone())
+                .unwrap_or(now);
             conditions.retain(|c| c.type_ != "Ready");
             conditions.push(NodeCondition {
                 type_: "Ready".into(),
-                status: "False".into(),
-                reason: Some("NodeStatusUnknown".into()),
-                message: Some("Kubelet stopped posting node status.".into()),
-                last_transition_time: Some(now),
+                status: status.into(),
+                reason: Some(reason.into()),
+                message: Some(message.into()),
+                last_transition_time: Some(transition),
                 ..Default::default()
             });
         }
         node.metadata_mut().resource_version = None;
-        self.store.update_status(node).map_err(|e| e.to_string())?;
-        self.taint(&TaintStep {
-            node: name.to_string(),
-            key: NOT_READY_TAINT.to_string(),
-            value: None,
-            effect: "NoSchedule".to_string(),
-        })
+        self.store.update_status(node).map(|_| ()).map_err(|e| e.to_string())
     }
 
+    /// Adds (or replaces) a taint; the taint manager of the node lifecycle controller
+    /// evicts what a `NoExecute` taint does not tolerate.
     fn taint(&mut self, t: &TaintStep) -> Result<(), String> {
         let mut node = self.node(&t.node)?;
         let taint = Taint {
@@ -512,51 +531,11 @@ impl Sim<'_> {
         if let Object::Node(n) = &mut node {
             let taints = n.spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new);
             taints.retain(|x| !(x.key == taint.key && x.effect == taint.effect));
-            taints.push(taint.clone());
+            taints.push(taint);
         }
         node.metadata_mut().resource_version = None;
-        self.store.update(node).map_err(|e| e.to_string())?;
-        if taint.effect == "NoExecute" {
-            // The taint manager: evict pods on the node that do not tolerate it.
-            let victims: Vec<ObjectRef> = self
-                .store
-                .list(Kind::Pod)
-                .into_iter()
-                .filter(|o| {
-                    o.as_pod().is_some_and(|p| {
-                        p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(t.node.as_str())
-                            && !tolerates(p, &taint)
-                    })
-                })
-                .map(|o| o.object_ref())
-                .collect();
-            for v in victims {
-                if let Err(e) = self.store.delete(&v) {
-                    if !matches!(e, StoreError::NotFound(_)) {
-                        return Err(e.to_string());
-                    }
-                }
-            }
-        }
-        Ok(())
+        self.store.update(node).map(|_| ()).map_err(|e| e.to_string())
     }
-}
-
-/// Whether the pod tolerates the taint (`tolerationSeconds` is not simulated: a matching
-/// toleration tolerates for good).
-fn tolerates(pod: &Pod, taint: &Taint) -> bool {
-    let tolerations: &[Toleration] = pod.spec.as_ref().and_then(|s| s.tolerations.as_deref()).unwrap_or(&[]);
-    tolerations.iter().any(|t| {
-        let op = t.operator.as_deref().unwrap_or("Equal");
-        let effect_ok = t.effect.as_deref().is_none_or(|e| e.is_empty() || e == taint.effect);
-        let key_ok = match t.key.as_deref() {
-            None | Some("") => op == "Exists",
-            Some(k) => k == taint.key,
-        };
-        let value_ok =
-            op == "Exists" || t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("");
-        effect_ok && key_ok && value_ok
-    })
 }
 
 #[cfg(test)]

@@ -88,9 +88,14 @@ pub enum StepAction {
     /// JSON merge patch of an existing object; a rejection is checked by the next
     /// `expect.error`.
     Patch { target: ObjectRef, patch: serde_json::Value },
-    /// Set the node's `Ready` condition to `False` (and add the `not-ready` taint, as the
-    /// node lifecycle controller does).
+    /// Set the node's `Ready` condition to `False` (the node lifecycle controller then
+    /// adds the `not-ready` `NoSchedule` and `NoExecute` taints).
     MarkNotReady(String),
+    /// Set the node's `Ready` condition back to `True` (the lifecycle taints go).
+    MarkReady(String),
+    /// Set the node's `Ready` condition to `Unknown`, as when its kubelet stops posting
+    /// status (the `unreachable` taints follow).
+    MarkUnreachable(String),
     /// Add a taint to a node.
     Taint(TaintStep),
     /// Move the virtual clock forward.

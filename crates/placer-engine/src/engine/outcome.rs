@@ -14,7 +14,7 @@
 use placer_api::annotations::TOPOLOGY_ASSIGNMENT;
 
 use super::*;
-use crate::framework::group::{unschedulable_all, GroupDecision};
+use crate::framework::group::{unschedulable_all, GroupDecision, MSG_GROUP_UNSCHEDULABLE};
 use crate::framework::{CycleData, PermitVerdict, Status};
 use crate::snapshot::dra::ClaimWrite;
 
@@ -104,6 +104,33 @@ impl Engine {
                     }
                 }
                 ("unschedulable", false, REASON_UNSCHEDULABLE, message)
+            }
+            GroupOutcome::EvictForNodeFailure { failed_nodes, message } => {
+                let pods: Vec<(PodKey, String)> = cycle
+                    .scheduled
+                    .iter()
+                    .filter_map(|(k, _)| self.pods.get(k).map(|p| (k.clone(), p.uid.clone())))
+                    .collect();
+                for (k, uid) in &pods {
+                    self.preempt.evicting.insert(k.clone(), uid.clone());
+                }
+                out.push(Decision::EvictForNodeFailure {
+                    group: key.clone(),
+                    pods,
+                    failed_nodes,
+                    message: message.clone(),
+                });
+                let waiting =
+                    format!("{MSG_GROUP_UNSCHEDULABLE}: the group is evicted to be placed again ({message})");
+                for i in 0..cycle.pods.len() {
+                    if let Some(q) = take(i) {
+                        decided.push((
+                            q,
+                            Decided::Fail { reason: REASON_UNSCHEDULABLE, message: waiting.clone() },
+                        ));
+                    }
+                }
+                ("unschedulable", false, REASON_UNSCHEDULABLE, waiting)
             }
             GroupOutcome::Error { message } => {
                 for i in 0..cycle.pods.len() {

@@ -224,6 +224,10 @@ pub enum GroupOutcome {
     Unschedulable { message: String, pod_messages: Vec<(usize, String)> },
     /// The cycle failed (e.g. members in two domains).
     Error { message: String },
+    /// No replacement for pods lost with failed nodes fits (seed 002,
+    /// `TASFailedNodeReplacementFailFast`): evict every scheduled member, so that the
+    /// whole group is placed again.
+    EvictForNodeFailure { failed_nodes: Vec<String>, message: String },
 }
 
 impl PartialEq for GroupOutcome {
@@ -243,6 +247,10 @@ impl PartialEq for GroupOutcome {
                 Unschedulable { message: m2, pod_messages: p2 },
             ) => m1 == m2 && p1 == p2,
             (Error { message: m1 }, Error { message: m2 }) => m1 == m2,
+            (
+                EvictForNodeFailure { failed_nodes: n1, message: m1 },
+                EvictForNodeFailure { failed_nodes: n2, message: m2 },
+            ) => n1 == n2 && m1 == m2,
             _ => false,
         }
     }

@@ -47,6 +47,9 @@ fn essence(o: &GroupOutcome) -> String {
         GroupOutcome::WaitingOnPreemption { .. } => "waiting".to_string(),
         GroupOutcome::Unschedulable { .. } => "unschedulable".to_string(),
         GroupOutcome::Error { message } => format!("error {message}"),
+        GroupOutcome::EvictForNodeFailure { failed_nodes, message } => {
+            format!("evict for {failed_nodes:?}: {message}")
+        }
     }
 }
 

@@ -282,7 +282,15 @@ pub fn place_unit(
     let request = &requests[main_idx];
 
     cache.refresh(snap, levels)?;
-    let pinned = pinned_nodes(cache, snap, cycles, request)?;
+    let repair = match (cycles, cache.topology.as_ref()) {
+        ([one], Some(topology)) if leader.is_none() => Repair::plan(topology, snap, one, request, gates),
+        _ => None,
+    };
+    let request = repair.as_ref().map_or(request, |r| &r.request);
+    let pinned = match repair.as_ref().and_then(|r| r.domain.clone()) {
+        Some(domain) => Some(domain),
+        None => pinned_nodes(cache, snap, cycles, request)?,
+    };
 
     let mut corrections = Corrections::default();
     let mut last_failure = String::new();
@@ -301,7 +309,11 @@ pub fn place_unit(
             })?;
         match confirm(algo, snap, topology, &assignment, &main, count, leader.as_ref()) {
             Ok(placed) => {
-                return Ok(results(cycles.len(), &assignment, &main, count, leader.as_ref(), placed));
+                let mut out = results(cycles.len(), &assignment, &main, count, leader.as_ref(), placed);
+                if let (Some(r), Some(Some(m))) = (&repair, out.get_mut(main.unit_index)) {
+                    m.topology_assignment = r.merged(&assignment);
+                }
+                return Ok(out);
             }
             Err(failures) => {
                 last_failure = failures.message.clone();
@@ -621,5 +633,9 @@ fn results(
     out
 }
 
+mod repair;
 #[cfg(test)]
 mod tests;
+
+pub use repair::failed_nodes;
+use repair::Repair;

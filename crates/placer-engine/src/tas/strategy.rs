@@ -8,7 +8,9 @@ use crate::framework::group::{
 use crate::placement::GroupContext;
 use crate::snapshot::Snapshot;
 
-use super::engine_bridge::{place_unit, TasCache};
+use placer_api::gates::Gate;
+
+use super::engine_bridge::{failed_nodes, place_unit, TasCache};
 
 /// The hierarchical topology-aware scheduling of seed 002 (`crate::tas`), used for every
 /// PodGroup when `config.topology_levels` is non-empty.
@@ -47,6 +49,24 @@ pub fn hierarchical_assignment(
             .map(|cycle| {
                 if cycle.pods.is_empty() {
                     return None;
+                }
+                let gates = &ctx.config.gates;
+                let fail_fast = cycles.len() == 1
+                    && !failure.internal
+                    && !cycle.scheduled.is_empty()
+                    && gates.enabled(Gate::TASFailedNodeReplacement)
+                    && gates.enabled(Gate::TASFailedNodeReplacementFailFast);
+                let failed = if fail_fast { failed_nodes(snap, cycle, gates) } else { Vec::new() };
+                if !failed.is_empty() {
+                    let message = format!(
+                        "no replacement for failed node(s) {} fits: {}",
+                        failed.join(", "),
+                        failure.message
+                    );
+                    return Some(GroupDecision {
+                        outcome: GroupOutcome::EvictForNodeFailure { failed_nodes: failed, message },
+                        topology_assignment: None,
+                    });
                 }
                 let outcome = if failure.internal {
                     GroupOutcome::Error { message: failure.message.clone() }

@@ -33,8 +33,20 @@
 //!   early changes nothing.
 //! * A `deletionTimestamp` is kept through updates; [`EmbeddedCluster::create_terminating`]
 //!   creates an object already terminating (scenario `cluster.pods`).
-//! * Admission hooks ([`EmbeddedCluster::add_admission`]) run on create, update and merge
-//!   patch (never on status writes or bindings); a rejection is [`StoreError::Forbidden`].
+//! * Validation: a store made with [`EmbeddedCluster::validating`] checks every create,
+//!   update and merge patch as the API server does ([`crate::validation`]): the object as a
+//!   whole (names, labels, required fields, quantities, API limits), and on update the
+//!   fields the API server keeps immutable (a bound pod's node and resources, a PodGroup's
+//!   spec, `metadata.uid`, ...). A rejection is [`StoreError::Invalid`]. A store made with
+//!   [`EmbeddedCluster::new`] skips these checks (unit tests of controllers build objects
+//!   by hand).
+//! * Admission hooks ([`EmbeddedCluster::add_admission`]) mutate on create before
+//!   validation and check after it, on create, update and merge patch (never on status
+//!   writes or bindings); a rejection is [`StoreError::Forbidden`].
+//!   [`EmbeddedCluster::check_create`] runs the create path without writing, so a batch can
+//!   be checked whole before any of it is created.
+//! * The watch log can be compacted ([`EmbeddedCluster::compact_log`]) once every
+//!   reader has consumed it, so a long run keeps memory bounded by what exists.
 //! * The clock is virtual: it starts at 0 ms, which is `2026-01-01T00:00:00Z`, and moves
 //!   only through [`EmbeddedCluster::advance_ms`] / [`EmbeddedCluster::set_now_ms`].
 
@@ -46,6 +58,7 @@ use placer_api::k8s::jiff::Timestamp;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 
+use crate::validation;
 use crate::{
     Admission, ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError, WatchEvent, WatchEventKind,
 };
@@ -70,6 +83,8 @@ pub struct EmbeddedCluster {
     uid_counter: u64,
     name_counter: u64,
     admission: Vec<Box<dyn Admission + Send>>,
+    /// Run the API server's validation on writes ([`EmbeddedCluster::validating`]).
+    validate: bool,
 }
 
 impl Default for EmbeddedCluster {
@@ -103,7 +118,20 @@ impl EmbeddedCluster {
             uid_counter: 0,
             name_counter: 0,
             admission: Vec::new(),
+            validate: false,
         }
+    }
+
+    /// An empty cluster that validates every create, update and merge patch as the API
+    /// server does (see the module documentation). This is the store `placer simulate`
+    /// runs on.
+    pub fn validating() -> Self {
+        EmbeddedCluster { validate: true, ..Self::new() }
+    }
+
+    /// Whether writes are validated.
+    pub fn validates(&self) -> bool {
+        self.validate
     }
 
     /// Adds an admission hook; hooks run in the order they were added.
@@ -140,6 +168,50 @@ impl EmbeddedCluster {
     /// Number of entries in the watch log.
     pub fn watch_log_len(&self) -> usize {
         self.log.len()
+    }
+
+    /// Compacts the watch log: forgets the entries with a resourceVersion up to `through`
+    /// (at most the current one), which every reader must already have consumed:
+    /// `watch_since` from an earlier version then misses them.
+    pub fn compact_log(&mut self, through: u64) {
+        let through = through.min(self.resource_version);
+        let end = self.log.partition_point(|e| e.resource_version <= through);
+        self.log.drain(..end);
+    }
+
+    /// Runs the checks of `create` on `obj` without writing anything: the name (unless
+    /// generated) is free, validation and the admission hooks accept it. A batch of
+    /// objects checked this way is created whole or not at all (the objects of the batch
+    /// are checked against the store, not against each other).
+    pub fn check_create(&self, obj: &Object) -> Result<(), StoreError> {
+        let mut obj = obj.clone();
+        normalize_new(&mut obj);
+        let generated = obj.metadata().name.as_deref().is_none_or(str::is_empty)
+            && obj.metadata().generate_name.as_deref().is_some_and(|g| !g.is_empty());
+        let r = obj.object_ref();
+        if r.name.is_empty() && !generated {
+            return Err(missing_name(r));
+        }
+        if !generated && self.objects.contains_key(&r) {
+            return Err(StoreError::AlreadyExists(r));
+        }
+        for hook in &self.admission {
+            hook.mutate_on_create(&mut obj);
+        }
+        self.validate_create(&obj)?;
+        self.admit(None, &obj)
+    }
+
+    fn validate_create(&self, obj: &Object) -> Result<(), StoreError> {
+        if !self.validate {
+            return Ok(());
+        }
+        let errors = validation::validate(obj);
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(StoreError::Invalid { what: obj.object_ref(), message: validation::render(&errors) })
+        }
     }
 
     fn next_rv(&mut self) -> u64 {
@@ -308,8 +380,34 @@ impl EmbeddedCluster {
     /// Shared tail of `update` and `merge_patch`: server-owned fields from `old`, status
     /// kept, admission, no-op detection, generation bump.
     fn replace_spec(&mut self, r: ObjectRef, old: Object, mut new: Object) -> Result<Object, StoreError> {
-        keep_server_fields(old.metadata(), new.metadata_mut());
-        copy_status(&old, &mut new);
+        if self.validate {
+            // What the writer sent for the identity fields, before the server fills them.
+            let meta = new.metadata();
+            let mut errors = Vec::new();
+            for (field, sent, kept) in [
+                ("metadata.name", meta.name.as_deref(), old.metadata().name.as_deref()),
+                ("metadata.namespace", meta.namespace.as_deref(), old.metadata().namespace.as_deref()),
+                ("metadata.uid", meta.uid.as_deref(), old.metadata().uid.as_deref()),
+            ] {
+                if let Some(sent) = sent.filter(|s| !s.is_empty() && Some(*s) != kept) {
+                    if field != "metadata.namespace" || r.kind.namespaced() {
+                        errors.push(validation::FieldError {
+                            field: field.to_string(),
+                            message: format!("Invalid value: {}: field is immutable", validation::echo(sent)),
+                        });
+                    }
+                }
+            }
+            keep_server_fields(old.metadata(), new.metadata_mut());
+            copy_status(&old, &mut new);
+            errors.extend(validation::validate_update(&old, &new));
+            if !errors.is_empty() {
+                return Err(StoreError::Invalid { what: r, message: validation::render(&errors) });
+            }
+        } else {
+            keep_server_fields(old.metadata(), new.metadata_mut());
+            copy_status(&old, &mut new);
+        }
         self.admit(Some(&old), &new)?;
         if new == old {
             return Ok(old);
@@ -373,24 +471,15 @@ impl ClusterStore for EmbeddedCluster {
 
     fn create(&mut self, mut obj: Object) -> Result<Object, StoreError> {
         let kind = obj.kind();
+        normalize_new(&mut obj);
         {
             let now = self.now();
             let needs_name = obj.metadata().name.as_deref().is_none_or(str::is_empty);
             let generate_name = obj.metadata().generate_name.clone().filter(|g| !g.is_empty());
             let meta = obj.metadata_mut();
-            if kind.namespaced() {
-                if meta.namespace.as_deref().is_none_or(str::is_empty) {
-                    meta.namespace = Some("default".to_string());
-                }
-            } else {
-                meta.namespace = None;
-            }
             if needs_name && generate_name.is_none() {
                 let r = ObjectRef::new(kind, meta.namespace.clone().unwrap_or_default(), "");
-                return Err(StoreError::Invalid {
-                    what: r,
-                    message: "metadata.name: Required value: name or generateName is required".to_string(),
-                });
+                return Err(missing_name(r));
             }
             meta.uid = None;
             meta.creation_timestamp = Some(now);
@@ -430,6 +519,7 @@ impl ClusterStore for EmbeddedCluster {
         for hook in &self.admission {
             hook.mutate_on_create(&mut obj);
         }
+        self.validate_create(&obj)?;
         self.admit(None, &obj)?;
         let uid = self.next_uid();
         obj.metadata_mut().uid = Some(uid);
@@ -566,6 +656,45 @@ impl ClusterStore for EmbeddedCluster {
         let start = self.log.partition_point(|e| e.resource_version <= after);
         self.log[start..].to_vec()
     }
+
+    fn watch_kinds_since(&self, after: u64, kinds: &[Kind]) -> Vec<WatchEvent> {
+        let start = self.log.partition_point(|e| e.resource_version <= after);
+        self.log[start..].iter().filter(|e| kinds.contains(&e.object.kind())).cloned().collect()
+    }
+
+    fn visit(&self, kind: Kind, f: &mut dyn FnMut(&Object)) {
+        for (_, obj) in self.objects.range(ObjectRef::new(kind, "", "")..).take_while(|(r, _)| r.kind == kind)
+        {
+            f(obj);
+        }
+    }
+}
+
+/// What `create` does to any new object before checking it: the namespace defaults to
+/// `default` (cluster-scoped kinds have none), and a pod starts `Pending`.
+fn normalize_new(obj: &mut Object) {
+    let namespaced = obj.kind().namespaced();
+    let meta = obj.metadata_mut();
+    if namespaced {
+        if meta.namespace.as_deref().is_none_or(str::is_empty) {
+            meta.namespace = Some("default".to_string());
+        }
+    } else {
+        meta.namespace = None;
+    }
+    if let Object::Pod(pod) = obj {
+        let status = pod.status.get_or_insert_with(Default::default);
+        if status.phase.as_deref().is_none_or(str::is_empty) {
+            status.phase = Some("Pending".to_string());
+        }
+    }
+}
+
+fn missing_name(r: ObjectRef) -> StoreError {
+    StoreError::Invalid {
+        what: r,
+        message: "metadata.name: Required value: name or generateName is required".to_string(),
+    }
 }
 
 /// SplitMix64: a small, well-mixing deterministic hash of a counter.
@@ -608,6 +737,7 @@ fn copy_status(from: &Object, to: &mut Object) -> bool {
         (Object::Job(a), Object::Job(b)) => b.status = a.status.clone(),
         (Object::CronJob(a), Object::CronJob(b)) => b.status = a.status.clone(),
         (Object::PodDisruptionBudget(a), Object::PodDisruptionBudget(b)) => b.status = a.status.clone(),
+        (Object::ResourceClaim(a), Object::ResourceClaim(b)) => b.status = a.status.clone(),
         _ => return false,
     }
     true
@@ -1160,6 +1290,120 @@ mod tests {
         let reasons: Vec<_> = c.events().into_iter().map(|e| e.reason).collect();
         assert_eq!(reasons, ["A", "B"]);
         assert_eq!(c.resource_version(), 0, "events are not object writes");
+    }
+
+    fn valid_pod(name: &str, node: Option<&str>, cpu: &str) -> Object {
+        Object::from_json(
+            Kind::Pod,
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+                "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}}),
+        )
+        .unwrap()
+    }
+
+    fn invalid(r: Result<Object, StoreError>) -> String {
+        match r {
+            Err(StoreError::Invalid { message, .. }) => message,
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_validating_store_rejects_invalid_creates_with_the_field() {
+        let mut c = EmbeddedCluster::validating();
+        let mut bad = valid_pod("p", None, "1");
+        bad.metadata_mut().labels = Some([("bad key!".to_string(), "v".to_string())].into());
+        let message = invalid(c.create(bad));
+        assert!(message.starts_with("metadata.labels[bad key!]: Invalid value: \"bad key!\""), "{message}");
+        assert_eq!(c.resource_version(), 0, "nothing was written");
+        assert!(
+            EmbeddedCluster::new().create(pod("default", "p")).is_ok(),
+            "a plain store does not validate"
+        );
+    }
+
+    #[test]
+    fn patches_go_through_the_same_validation_and_immutability() {
+        let mut c = EmbeddedCluster::validating();
+        c.create(node("n1")).unwrap();
+        c.create(node("n2")).unwrap();
+        c.create(valid_pod("p", None, "1")).unwrap();
+        c.bind("default", "p", "", "n1").unwrap();
+        let moved = invalid(c.merge_patch(&pod_ref("p"), &json!({"spec": {"nodeName": "n2"}})));
+        assert!(moved.contains("spec: Forbidden: pod updates may not change fields other than"), "{moved}");
+        assert!(moved.contains("spec.nodeName changed from \"n1\" to \"n2\""), "{moved}");
+        let patch = json!({"spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "16"}}}]}});
+        let raised = invalid(c.merge_patch(&pod_ref("p"), &patch));
+        assert!(raised.contains("requests.cpu changed from \"1\" to \"16\""), "{raised}");
+        let uid = invalid(c.merge_patch(&pod_ref("p"), &json!({"metadata": {"uid": "forged"}})));
+        assert_eq!(uid, "metadata.uid: Invalid value: \"forged\": field is immutable");
+        let label = invalid(c.merge_patch(
+            &ObjectRef::new(Kind::Node, "", "n1"),
+            &json!({"metadata": {"labels": {"-bad": "x"}}}),
+        ));
+        assert!(label.starts_with("metadata.labels[-bad]: Invalid value"), "{label}");
+        let renamed = invalid(c.merge_patch(&pod_ref("p"), &json!({"metadata": {"name": "q"}})));
+        assert_eq!(renamed, "metadata.name: Invalid value: \"q\": field is immutable");
+        let rv = c.resource_version();
+        assert!(
+            c.merge_patch(&pod_ref("p"), &json!({"metadata": {"labels": {"team": "a"}}})).is_ok(),
+            "labels may change"
+        );
+        assert_eq!(c.resource_version(), rv + 1);
+        let p = c.get(&pod_ref("p")).unwrap();
+        assert_eq!(p.as_pod().unwrap().spec.as_ref().unwrap().node_name.as_deref(), Some("n1"));
+    }
+
+    #[test]
+    fn a_podgroup_policy_cannot_be_patched_away() {
+        let mut c = EmbeddedCluster::validating();
+        let pg = Object::from_json(
+            Kind::PodGroup,
+            json!({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "pg"},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}}),
+        )
+        .unwrap();
+        c.create(pg).unwrap();
+        let r = ObjectRef::new(Kind::PodGroup, "default", "pg");
+        let zero =
+            invalid(c.merge_patch(&r, &json!({"spec": {"schedulingPolicy": {"gang": {"minCount": 0}}}})));
+        assert_eq!(
+            zero,
+            "[spec.schedulingPolicy.gang.minCount: Required value: must be greater than or equal to 1, \
+             spec.schedulingPolicy: Invalid value: {\"gang\":{\"minCount\":0}}: field is immutable]"
+        );
+        let null = invalid(c.merge_patch(&r, &json!({"spec": null})));
+        assert!(
+            null.contains("spec.schedulingPolicy: Invalid value: \"\": must specify one of: `basic`, `gang`"),
+            "{null}"
+        );
+        assert!(null.contains("spec.schedulingPolicy: Invalid value: {}: field is immutable"), "{null}");
+    }
+
+    #[test]
+    fn check_create_runs_the_create_path_without_writing() {
+        let mut c = EmbeddedCluster::validating();
+        c.create(valid_pod("a", None, "1")).unwrap();
+        assert_eq!(c.check_create(&valid_pod("a", None, "1")), Err(StoreError::AlreadyExists(pod_ref("a"))));
+        assert!(matches!(c.check_create(&valid_pod("b", None, "-1")), Err(StoreError::Invalid { .. })));
+        assert_eq!(c.check_create(&valid_pod("b", None, "1")), Ok(()));
+        assert_eq!(c.resource_version(), 1);
+        assert!(c.get(&pod_ref("b")).is_none());
+    }
+
+    #[test]
+    fn compaction_drops_consumed_watch_events() {
+        let mut c = EmbeddedCluster::new();
+        for name in ["a", "b", "c"] {
+            c.create(pod("default", name)).unwrap();
+        }
+        c.compact_log(2);
+        assert_eq!(c.watch_log_len(), 1);
+        assert_eq!(c.watch_since(2).len(), 1);
+        assert_eq!(c.watch_kinds_since(0, &[Kind::Node]).len(), 0);
+        let mut names = Vec::new();
+        c.visit(Kind::Pod, &mut |o| names.push(o.object_ref().name));
+        assert_eq!(names, ["a", "b", "c"]);
     }
 
     #[test]

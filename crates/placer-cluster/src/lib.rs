@@ -9,6 +9,7 @@
 
 pub mod embedded;
 pub mod object;
+pub mod validation;
 
 pub use object::{Kind, Object, ObjectRef};
 
@@ -105,4 +106,19 @@ pub trait ClusterStore {
 
     /// Watch: every change with a resourceVersion greater than `after`, in order.
     fn watch_since(&self, after: u64) -> Vec<WatchEvent>;
+
+    /// `watch_since` restricted to some kinds: a store can skip copying the others.
+    fn watch_kinds_since(&self, after: u64, kinds: &[Kind]) -> Vec<WatchEvent> {
+        let mut events = self.watch_since(after);
+        events.retain(|e| kinds.contains(&e.object.kind()));
+        events
+    }
+
+    /// Calls `f` with every object of a kind, in `list` order; a store can do it without
+    /// copying them.
+    fn visit(&self, kind: Kind, f: &mut dyn FnMut(&Object)) {
+        for obj in self.list(kind) {
+            f(&obj);
+        }
+    }
 }

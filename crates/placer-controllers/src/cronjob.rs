@@ -281,8 +281,25 @@ pub struct CronJobController {
     jobs: FxHashMap<String, BTreeMap<String, Job>>,
     dirty: BTreeSet<ObjectRef>,
     timers: Timers,
-    /// Warning events already recorded, by (CronJob UID, key).
-    warned: BTreeSet<(String, String)>,
+    /// Events recorded once, by (CronJob UID, kind of event) -> the last occasion (a
+    /// scheduled time, or empty): one entry per kind, however long the CronJob runs.
+    warned: BTreeMap<(String, String), String>,
+}
+
+/// Admission check of CronJobs: the schedule must parse (kube-apiserver's
+/// `ValidateCronJobSpec` does the same with its cron parser).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CronJobValidation;
+
+impl placer_cluster::Admission for CronJobValidation {
+    fn admit(&self, _: &dyn ClusterStore, _: Option<&Object>, new: &Object) -> Result<(), String> {
+        match new {
+            Object::CronJob(c) => Schedule::parse(&c.spec.schedule)
+                .map(|_| ())
+                .map_err(|e| format!("spec.schedule: Invalid value: {:?}: {}", c.spec.schedule, e.reason)),
+            _ => Ok(()),
+        }
+    }
 }
 
 fn cronjob_owner(job: &Job) -> Option<(&str, &str)> {
@@ -324,6 +341,7 @@ impl CronJobController {
                 if kind == WatchEventKind::Deleted {
                     if let Some(uid) = cj.metadata.uid.as_deref() {
                         self.jobs.remove(uid);
+                        self.warned.retain(|(owner, _), _| owner != uid);
                     }
                     self.cronjobs.remove(&r);
                     self.timers.set(&r, None);
@@ -371,7 +389,8 @@ impl CronJobController {
         note: String,
     ) {
         let uid = cj.metadata.uid.clone().unwrap_or_default();
-        if self.warned.insert((uid, key.to_string())) {
+        let (kind, occasion) = key.split_once(':').unwrap_or((key, ""));
+        if self.warned.insert((uid, kind.to_string()), occasion.to_string()).as_deref() != Some(occasion) {
             record(store, cj, type_, reason, note);
         }
     }
@@ -673,11 +692,9 @@ impl Controller for CronJobController {
     fn reconcile(&mut self, store: &mut dyn ClusterStore) -> Result<bool, ControllerError> {
         let clock = Clock::new(store.now_ms(), &store.now());
         if self.initialized {
-            for event in store.watch_since(self.seen_rv) {
+            for event in store.watch_kinds_since(self.seen_rv, &[Kind::CronJob, Kind::Job]) {
                 self.seen_rv = self.seen_rv.max(event.resource_version);
-                if matches!(event.object.kind(), Kind::CronJob | Kind::Job) {
-                    self.apply(event.kind, event.object);
-                }
+                self.apply(event.kind, event.object);
             }
         } else {
             self.seen_rv = store.resource_version();

@@ -86,7 +86,27 @@ pub struct SchedulingQueue {
     unschedulable_pod_dependent: BTreeMap<u64, PodKey>,
     /// Queued pods of each PodGroup (any state), by arrival.
     groups: FxHashMap<GroupKey, BTreeSet<(u64, PodKey)>>,
+    /// The members of each PodGroup a group event can move
+    /// ([`SchedulingQueue::group_members_to_activate`]).
+    group_waiting: FxHashMap<GroupKey, GroupWaiting>,
     next_arrival: u64,
+}
+
+/// Members of one PodGroup in the unschedulable pool or gated by a group verdict, so that
+/// a group event visits only them and not every member (a gang of N pods joins one member
+/// at a time: visiting all members on each join is quadratic).
+#[derive(Debug, Clone, Default)]
+struct GroupWaiting {
+    unschedulable: BTreeSet<(u64, PodKey)>,
+    /// Gated members, by reason. Members gated by their own scheduling gates are not here:
+    /// their verdict depends only on the pod, and it changes only through `upsert`.
+    gated: BTreeMap<String, BTreeSet<(u64, PodKey)>>,
+}
+
+impl GroupWaiting {
+    fn is_empty(&self) -> bool {
+        self.unschedulable.is_empty() && self.gated.is_empty()
+    }
 }
 
 impl SchedulingQueue {
@@ -101,6 +121,7 @@ impl SchedulingQueue {
             unschedulable: BTreeMap::new(),
             unschedulable_pod_dependent: BTreeMap::new(),
             groups: FxHashMap::default(),
+            group_waiting: FxHashMap::default(),
             next_arrival: 0,
         }
     }
@@ -221,9 +242,11 @@ impl SchedulingQueue {
                 }
                 true
             }
-            (QueueState::Gated { .. }, Admission::Reject(reason)) => {
-                if let Some(entry) = self.entries.get_mut(key) {
-                    entry.state = QueueState::Gated { reason };
+            (QueueState::Gated { reason: old }, Admission::Reject(reason)) => {
+                if *old != reason {
+                    if let Some(entry) = self.take_entry(key) {
+                        self.insert_entry(entry.queued, QueueState::Gated { reason });
+                    }
                 }
                 false
             }
@@ -297,6 +320,23 @@ impl SchedulingQueue {
         }
     }
 
+    /// Keys of the members of a PodGroup for which `activate(key, verdict)` can change
+    /// anything, in arrival order: those in the unschedulable pool, and those gated for a
+    /// reason other than a rejecting `verdict` (every gated one when it admits). Members
+    /// gated by their own scheduling gates are left out: the engine re-admits those with
+    /// their own reason, which they already carry. Active and backoff members are left out:
+    /// `activate` leaves them where they are.
+    pub fn group_members_to_activate(&self, group: &GroupKey, verdict: &Admission) -> Vec<PodKey> {
+        let Some(w) = self.group_waiting.get(group) else { return Vec::new() };
+        let mut out: BTreeSet<&(u64, PodKey)> = w.unschedulable.iter().collect();
+        for (reason, members) in &w.gated {
+            if !matches!(verdict, Admission::Reject(r) if r == reason) {
+                out.extend(members.iter());
+            }
+        }
+        out.into_iter().map(|(_, k)| k.clone()).collect()
+    }
+
     /// Keys of the queued pods of a PodGroup (any state), in arrival order.
     pub fn group_members(&self, group: &GroupKey) -> Vec<PodKey> {
         self.groups.get(group).map(|s| s.iter().map(|(_, k)| k.clone()).collect()).unwrap_or_default()
@@ -362,7 +402,18 @@ impl SchedulingQueue {
             QueueState::Gated { .. } => {}
         }
         if let Some(g) = Self::group_key(&queued.pod) {
-            self.groups.entry(g).or_default().insert((queued.arrival, key.clone()));
+            let member = (queued.arrival, key.clone());
+            match &state {
+                QueueState::Unschedulable => {
+                    self.group_waiting.entry(g.clone()).or_default().unschedulable.insert(member.clone());
+                }
+                QueueState::Gated { reason } if !queued.pod.gated => {
+                    let w = self.group_waiting.entry(g.clone()).or_default();
+                    w.gated.entry(reason.clone()).or_default().insert(member.clone());
+                }
+                _ => {}
+            }
+            self.groups.entry(g).or_default().insert(member);
         }
         self.entries.insert(key, Entry { queued, state, active_priority: priority });
     }
@@ -390,8 +441,28 @@ impl SchedulingQueue {
     fn take_entry_detached(&mut self, key: &PodKey) -> Option<Entry> {
         let entry = self.entries.remove(key)?;
         if let Some(g) = Self::group_key(&entry.queued.pod) {
+            let member = (entry.queued.arrival, key.clone());
+            if let Some(w) = self.group_waiting.get_mut(&g) {
+                match &entry.state {
+                    QueueState::Unschedulable => {
+                        w.unschedulable.remove(&member);
+                    }
+                    QueueState::Gated { reason } => {
+                        if let Some(set) = w.gated.get_mut(reason) {
+                            set.remove(&member);
+                            if set.is_empty() {
+                                w.gated.remove(reason);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+                if w.is_empty() {
+                    self.group_waiting.remove(&g);
+                }
+            }
             if let Some(set) = self.groups.get_mut(&g) {
-                set.remove(&(entry.queued.arrival, key.clone()));
+                set.remove(&member);
                 if set.is_empty() {
                     self.groups.remove(&g);
                 }
@@ -563,6 +634,126 @@ mod tests {
         assert_eq!(q.move_pod_dependent_unschedulable(0), 1);
         assert_eq!(q.state(&PodKey::new("default", "affine")), Some(&QueueState::Active));
         assert_eq!(q.state(&PodKey::new("default", "plain")), Some(&QueueState::Unschedulable));
+    }
+
+    fn gated_pod(name: &str, group: &str) -> Arc<PodInfo> {
+        let mut info = (*pod(name, 0, Some(group))).clone();
+        info.gated = true;
+        Arc::new(info)
+    }
+
+    /// The verdict the engine gives one member: its own gates' reason when it has gates,
+    /// else the group's verdict.
+    fn member_verdict(q: &SchedulingQueue, key: &PodKey, group: &Admission) -> Admission {
+        match q.get(key) {
+            Some(m) if m.pod.gated => Admission::Reject(format!("gates of {}", m.pod.key.name)),
+            _ => group.clone(),
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// Upsert member `i` (own scheduling gates when `gates`) with verdict `v`.
+        Upsert {
+            i: usize,
+            gates: bool,
+            v: usize,
+        },
+        Pop,
+        Fail {
+            now: u64,
+        },
+        Remove {
+            i: usize,
+        },
+        MoveAll {
+            now: u64,
+        },
+        GroupChanged {
+            v: usize,
+            now: u64,
+        },
+    }
+
+    fn verdict(v: usize) -> Admission {
+        match v % 3 {
+            0 => Admission::Admit,
+            1 => Admission::Reject("waiting for quorum".into()),
+            _ => Admission::Reject("waiting for the PodGroup".into()),
+        }
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0..8usize, any::<bool>(), 0..3usize).prop_map(|(i, gates, v)| Op::Upsert { i, gates, v }),
+            Just(Op::Pop),
+            (0..3000u64).prop_map(|now| Op::Fail { now }),
+            (0..8usize).prop_map(|i| Op::Remove { i }),
+            (0..3000u64).prop_map(|now| Op::MoveAll { now }),
+            (0..3usize, 0..3000u64).prop_map(|(v, now)| Op::GroupChanged { v, now }),
+        ]
+    }
+
+    proptest::proptest! {
+        /// A group event that visits only `group_members_to_activate` leaves the queue
+        /// exactly as visiting every member does (the plain path).
+        #[test]
+        fn group_activation_visits_every_member_it_can_move(ops in proptest::collection::vec(op(), 0..60)) {
+            let g = GroupKey::new("default", "pg");
+            let mut fast = SchedulingQueue::new(1000, 4000);
+            let mut plain = SchedulingQueue::new(1000, 4000);
+            let mut popped = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Upsert { i, gates, v } => {
+                        let name = format!("m{i}");
+                        let p = if gates { gated_pod(&name, "pg") } else { pod(&name, 0, Some("pg")) };
+                        let a = if gates { Admission::Reject(format!("gates of {name}")) } else { verdict(v) };
+                        fast.upsert(p.clone(), a.clone(), 0);
+                        plain.upsert(p, a, 0);
+                    }
+                    Op::Pop => {
+                        let (a, b) = (fast.pop(0), plain.pop(0));
+                        proptest::prop_assert_eq!(a.as_ref().map(|q| q.pod.key.clone()), b.as_ref().map(|q| q.pod.key.clone()));
+                        popped.extend(a);
+                    }
+                    Op::Fail { now } => {
+                        if let Some(q) = popped.pop() {
+                            fast.add_failed(q.clone(), now);
+                            plain.add_failed(q, now);
+                        }
+                    }
+                    Op::Remove { i } => {
+                        let key = PodKey::new("default", format!("m{i}"));
+                        fast.remove(&key);
+                        plain.remove(&key);
+                    }
+                    Op::MoveAll { now } => {
+                        fast.move_all_unschedulable(now, |_| true);
+                        plain.move_all_unschedulable(now, |_| true);
+                    }
+                    Op::GroupChanged { v, now } => {
+                        let group = verdict(v);
+                        for key in fast.group_members_to_activate(&g, &group) {
+                            let a = member_verdict(&fast, &key, &group);
+                            fast.activate(&key, a, now);
+                        }
+                        for key in plain.group_members(&g) {
+                            let a = member_verdict(&plain, &key, &group);
+                            plain.activate(&key, a, now);
+                        }
+                    }
+                }
+                for i in 0..8 {
+                    let key = PodKey::new("default", format!("m{i}"));
+                    proptest::prop_assert_eq!(fast.state(&key), plain.state(&key));
+                }
+                proptest::prop_assert_eq!(fast.gated(), plain.gated());
+                proptest::prop_assert_eq!(fast.next_backoff_ms(), plain.next_backoff_ms());
+                proptest::prop_assert_eq!(fast.active_len(), plain.active_len());
+            }
+        }
     }
 
     #[test]

@@ -102,22 +102,25 @@ impl Resources {
         }
     }
 
-    /// `self += other` (all resources, including `pods`).
+    /// `self += other` (all resources, including `pods`). Sums saturate at `i64::MAX` (and
+    /// `i64::MIN`) instead of wrapping: a pod whose requests add up past what an `i64` holds
+    /// asks for more than any node has, and never fits (two containers of `memory: 4Ei`
+    /// must not wrap around to a negative request).
     pub fn add(&mut self, other: &Resources) {
-        self.cpu += other.cpu;
-        self.memory += other.memory;
-        self.ephemeral_storage += other.ephemeral_storage;
-        self.pods += other.pods;
-        self.merge_scalar(other, |a, b| a + b);
+        self.cpu = self.cpu.saturating_add(other.cpu);
+        self.memory = self.memory.saturating_add(other.memory);
+        self.ephemeral_storage = self.ephemeral_storage.saturating_add(other.ephemeral_storage);
+        self.pods = self.pods.saturating_add(other.pods);
+        self.merge_scalar(other, i64::saturating_add);
     }
 
-    /// `self -= other` (all resources, including `pods`).
+    /// `self -= other` (all resources, including `pods`), saturating like [`Resources::add`].
     pub fn sub(&mut self, other: &Resources) {
-        self.cpu -= other.cpu;
-        self.memory -= other.memory;
-        self.ephemeral_storage -= other.ephemeral_storage;
-        self.pods -= other.pods;
-        self.merge_scalar(other, |a, b| a - b);
+        self.cpu = self.cpu.saturating_sub(other.cpu);
+        self.memory = self.memory.saturating_sub(other.memory);
+        self.ephemeral_storage = self.ephemeral_storage.saturating_sub(other.ephemeral_storage);
+        self.pods = self.pods.saturating_sub(other.pods);
+        self.merge_scalar(other, i64::saturating_sub);
     }
 
     /// `self[name] = f(self[name], other[name])` for every extended resource of `other`.
@@ -183,6 +186,13 @@ impl Resources {
     }
 }
 
+/// `part * scale / whole` in 128 bits, clamped back to `i64` (amounts reach `i64::MAX`, and
+/// `amount * 100` must not wrap while scoring); `whole` must not be 0.
+pub fn scaled(part: i64, scale: i64, whole: i64) -> i64 {
+    let v = i128::from(part) * i128::from(scale) / i128::from(whole);
+    i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,6 +242,41 @@ mod tests {
         c.set("g", -1);
         c.clamp_non_negative();
         assert_eq!((c.cpu, c.pods, c.get("g")), (0, 2, 0));
+    }
+
+    #[test]
+    fn sums_saturate_instead_of_wrapping() {
+        let mut list = BTreeMap::new();
+        list.insert("memory".to_string(), Quantity("4Ei".into()));
+        list.insert("cpu".to_string(), Quantity("5e15".into()));
+        list.insert("nvidia.com/gpu".to_string(), Quantity("5e18".into()));
+        let one = Resources::from_list(&list).unwrap();
+        let mut sum = one.clone();
+        sum.add(&one);
+        assert_eq!(sum.memory, i64::MAX, "4Ei + 4Ei");
+        assert_eq!(sum.get("nvidia.com/gpu"), i64::MAX, "5e18 + 5e18");
+        assert_eq!(
+            sum.cpu,
+            10_000_000_000_000_000_000i128.min(i64::MAX as i128) as i64,
+            "5e15 cores in millicores"
+        );
+        let mut low = Resources { cpu: i64::MIN + 1, ..Resources::default() };
+        low.sub(&Resources { cpu: 5, ..Resources::default() });
+        assert_eq!(low.cpu, i64::MIN);
+    }
+
+    proptest::proptest! {
+        /// Sums near `i64::MAX` never wrap below either operand (all amounts here are
+        /// non-negative, as validated requests are).
+        #[test]
+        fn sums_never_wrap(a in (i64::MAX - 1_000_000)..=i64::MAX, b in 0..=i64::MAX, g in 0..=i64::MAX) {
+            let mut x = Resources { cpu: a, memory: b, ..Resources::default() };
+            x.set("nvidia.com/gpu", g);
+            let y = x.clone();
+            x.add(&y);
+            proptest::prop_assert!(x.cpu >= a && x.memory >= b && x.get("nvidia.com/gpu") >= g);
+            proptest::prop_assert_eq!(x.cpu, a.saturating_add(a));
+        }
     }
 
     #[test]

@@ -60,18 +60,21 @@ impl CheckReport {
 /// previous check (for `expect.error`); an error nobody expected is a failure.
 pub fn check(expect: &Expect, store: &dyn ClusterStore, errors: &[String], at: &str) -> CheckReport {
     let mut c = Checker { failures: Vec::new(), checked: 0 };
-    let view = View::new(store);
-    for (key, expected) in &expect.pods {
-        c.pod(&view, key, expected);
+    if !expect.pods.is_empty() || !expect.pod_groups.is_empty() {
+        let view = View::new(store);
+        for (key, expected) in &expect.pods {
+            c.pod(&view, key, expected);
+        }
+        for (key, g) in &expect.pod_groups {
+            c.pod_group(&view, store, key, g);
+        }
     }
-    for (key, g) in &expect.pod_groups {
-        c.pod_group(&view, store, key, g);
-    }
+    let mut objects = Objects::new(store);
     for (i, pattern) in expect.objects.iter().enumerate() {
-        c.object(store, &format!("objects[{i}]"), pattern);
+        c.object(&mut objects, &format!("objects[{i}]"), pattern);
     }
     for (i, pattern) in expect.absent.iter().enumerate() {
-        c.absent(store, &format!("absent[{i}]"), pattern);
+        c.absent(&mut objects, &format!("absent[{i}]"), pattern);
     }
     c.errors(expect.error.as_deref(), errors);
     CheckReport { at: at.to_string(), checked: c.checked, failures: c.failures }
@@ -92,6 +95,43 @@ struct Checker {
     checked: usize,
 }
 
+/// The objects of the kinds patterns name, as JSON, read once per check and indexed by
+/// name: a block of N patterns against N objects costs N, not N squared.
+struct Objects<'a> {
+    store: &'a dyn ClusterStore,
+    kinds: BTreeMap<Kind, KindObjects>,
+}
+
+#[derive(Default)]
+struct KindObjects {
+    items: Vec<(ObjectRef, Value)>,
+    by_name: std::collections::HashMap<String, Vec<usize>>,
+}
+
+impl<'a> Objects<'a> {
+    fn new(store: &'a dyn ClusterStore) -> Self {
+        Objects { store, kinds: BTreeMap::new() }
+    }
+
+    fn of(&mut self, kind: Kind) -> &KindObjects {
+        let store = self.store;
+        self.kinds.entry(kind).or_insert_with(|| {
+            let mut k = KindObjects::default();
+            store.visit(kind, &mut |obj| {
+                let r = obj.object_ref();
+                k.by_name.entry(r.name.clone()).or_default().push(k.items.len());
+                k.items.push((r, obj.to_json()));
+            });
+            k
+        })
+    }
+}
+
+/// The `metadata.name` a pattern pins, if any.
+fn pattern_name(rest: &Value) -> Option<&str> {
+    rest.pointer("/metadata/name").and_then(Value::as_str)
+}
+
 /// Pods and node labels, read once per check.
 struct View {
     /// (namespace, name) -> node name ("" when unbound).
@@ -105,8 +145,8 @@ impl View {
     fn new(store: &dyn ClusterStore) -> View {
         let mut pods = BTreeMap::new();
         let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
-        for obj in store.list(Kind::Pod) {
-            let Object::Pod(p) = &obj else { continue };
+        store.visit(Kind::Pod, &mut |obj| {
+            let Object::Pod(p) = obj else { return };
             let r = obj.object_ref();
             let spec = p.spec.as_ref();
             let node = spec.and_then(|s| s.node_name.clone()).unwrap_or_default();
@@ -116,12 +156,11 @@ impl View {
                 groups.entry((r.namespace.clone(), g)).or_default().push(node.clone());
             }
             pods.insert((r.namespace, r.name), node);
-        }
-        let node_labels = store
-            .list(Kind::Node)
-            .into_iter()
-            .map(|n| (n.object_ref().name, n.metadata().labels.clone().unwrap_or_default()))
-            .collect();
+        });
+        let mut node_labels = BTreeMap::new();
+        store.visit(Kind::Node, &mut |n| {
+            node_labels.insert(n.object_ref().name, n.metadata().labels.clone().unwrap_or_default());
+        });
         View { pods, groups, node_labels }
     }
 
@@ -265,7 +304,7 @@ impl Checker {
         }
     }
 
-    fn object(&mut self, store: &dyn ClusterStore, path: &str, pattern: &Value) {
+    fn object(&mut self, objects: &mut Objects<'_>, path: &str, pattern: &Value) {
         self.checked += 1;
         let Some((kind, rest)) = split_pattern(pattern) else {
             return self.fail(
@@ -274,15 +313,22 @@ impl Checker {
                 pattern.to_string(),
             );
         };
-        let candidates = store.list(kind);
-        let mut closest: Option<(ObjectRef, Mismatch)> = None;
-        for obj in &candidates {
-            match subset(&rest, Some(&obj.to_json()), "") {
+        let all = objects.of(kind);
+        // A pattern that pins the name is checked against the objects of that name only.
+        if let Some(name) = pattern_name(&rest) {
+            let named = all.by_name.get(name).into_iter().flatten();
+            if named.into_iter().any(|&i| subset(&rest, Some(&all.items[i].1), "").is_ok()) {
+                return;
+            }
+        }
+        let mut closest: Option<(&ObjectRef, Mismatch)> = None;
+        for (r, json) in &all.items {
+            match subset(&rest, Some(json), "") {
                 Ok(()) => return,
                 Err(m) => {
                     let better = closest.as_ref().is_none_or(|(_, best)| m.depth > best.depth);
                     if better {
-                        closest = Some((obj.object_ref(), m));
+                        closest = Some((r, m));
                     }
                 }
             }
@@ -291,7 +337,7 @@ impl Checker {
             None => format!("no {kind} at all"),
             Some((r, m)) => format!(
                 "no match among {} {kind}(s); closest {r} differs at {}: expected {}, got {}",
-                candidates.len(),
+                all.items.len(),
                 m.path,
                 m.expected,
                 m.got
@@ -300,7 +346,7 @@ impl Checker {
         self.fail(path.to_string(), format!("an object matching {}", compact(pattern)), got);
     }
 
-    fn absent(&mut self, store: &dyn ClusterStore, path: &str, pattern: &Value) {
+    fn absent(&mut self, objects: &mut Objects<'_>, path: &str, pattern: &Value) {
         self.checked += 1;
         let Some((kind, rest)) = split_pattern(pattern) else {
             return self.fail(
@@ -309,11 +355,15 @@ impl Checker {
                 pattern.to_string(),
             );
         };
-        let matching: Vec<String> = store
-            .list(kind)
-            .iter()
-            .filter(|o| subset(&rest, Some(&o.to_json()), "").is_ok())
-            .map(|o| o.object_ref().to_string())
+        let all = objects.of(kind);
+        let candidates: Vec<usize> = match pattern_name(&rest) {
+            Some(name) => all.by_name.get(name).cloned().unwrap_or_default(),
+            None => (0..all.items.len()).collect(),
+        };
+        let matching: Vec<String> = candidates
+            .into_iter()
+            .filter(|&i| subset(&rest, Some(&all.items[i].1), "").is_ok())
+            .map(|i| all.items[i].0.to_string())
             .collect();
         if !matching.is_empty() {
             self.fail(path.to_string(), format!("no object matching {}", compact(pattern)), list(&matching));

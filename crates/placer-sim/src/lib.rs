@@ -26,6 +26,7 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 mod validate;
+mod yaml_walk;
 
 use std::path::Path;
 

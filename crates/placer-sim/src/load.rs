@@ -7,17 +7,31 @@
 //! file again and deserializes each manifest straight into the typed struct of its kind
 //! (k8s-openapi), taking the kinds from that record: no detour through an untyped value,
 //! so a label value `on` or `0123` stays a string.
+//!
+//! Then the manifests are checked as the API server checks them: fields the typed structs
+//! do not know (the server's strict field validation rejects them), quoted numbers in
+//! number fields, and [`placer_cluster::validation`]. Every problem names the file, the
+//! line and column of the field, the object and the field; parser errors are turned into
+//! the same form (see [`yaml_walk`](crate::yaml_walk) for how positions are found).
+//!
+//! Input is bounded: a file larger than [`MAX_INPUT_BYTES`] is refused after reading that
+//! much (`/dev/zero` included), and the YAML parser's node budget is what a file of that
+//! size can hold ([`MAX_YAML_NODES`]).
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::io::Read;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use placer_api::k8s::api::batch::v1::{CronJob, Job};
 use placer_api::k8s::api::core::v1::{Node, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
+use placer_api::k8s::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
+use placer_cluster::validation::echo;
 use placer_cluster::{Kind, Object, ObjectRef};
 use serde::de::{Deserializer, Error as _, IgnoredAny};
 use serde::Deserialize;
@@ -27,6 +41,16 @@ use crate::scenario::{
     parse_duration_ms, Expect, GenerateSpec, Manifest, Scenario, SchedulerSpec, Step, StepAction, TaintStep,
 };
 use crate::validate;
+use crate::yaml_walk::{self, NodeKind, Seg};
+
+/// Largest scenario file Placer reads: 16 MiB, room for about 60,000 listed pods. Larger
+/// input is refused after reading this much.
+pub const MAX_INPUT_BYTES: usize = 16 * 1024 * 1024;
+
+/// Most YAML nodes (scalars, lists, mappings, keys included) a scenario may have: every
+/// node takes at least two bytes of text, so this is what [`MAX_INPUT_BYTES`] can hold.
+/// It also bounds what aliases may expand to.
+pub const MAX_YAML_NODES: usize = MAX_INPUT_BYTES / 2 + 1024;
 
 /// Why a scenario could not be loaded. Every variant names the file.
 #[derive(Debug, thiserror::Error)]
@@ -39,8 +63,21 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
+    /// The file is larger than [`MAX_INPUT_BYTES`].
+    #[error(
+        "{}: the file is larger than {} MiB ({limit} bytes), the most Placer reads from a scenario file",
+        file.display(),
+        limit / (1024 * 1024)
+    )]
+    TooLarge {
+        /// The file.
+        file: PathBuf,
+        /// The limit in bytes.
+        limit: usize,
+    },
     /// YAML syntax error, or YAML that does not have the scenario's shape (unknown field,
-    /// wrong type, ...).
+    /// wrong type, ...). The message names the object and field when the error is inside
+    /// one.
     #[error("{}:{line}:{column}: {message}", file.display())]
     Yaml {
         file: PathBuf,
@@ -49,6 +86,8 @@ pub enum LoadError {
         message: String,
         /// The parser's rendering with a source snippet (for terminals).
         snippet: String,
+        /// The scenario's top-level `expect.error`, when it could be read.
+        expected_error: Option<String>,
     },
     /// Well-formed YAML with invalid content: one or more problems, each on its own line.
     #[error("{}", render_problems(file, problems))]
@@ -65,9 +104,10 @@ impl LoadError {
     /// The file the error is about.
     pub fn file(&self) -> &Path {
         match self {
-            LoadError::Io { file, .. } | LoadError::Yaml { file, .. } | LoadError::Invalid { file, .. } => {
-                file
-            }
+            LoadError::Io { file, .. }
+            | LoadError::TooLarge { file, .. }
+            | LoadError::Yaml { file, .. }
+            | LoadError::Invalid { file, .. } => file,
         }
     }
 
@@ -77,6 +117,9 @@ impl LoadError {
         match self {
             LoadError::Invalid { problems, expected_error: Some(expected), file } => {
                 problems.iter().any(|p| p.render(file).contains(expected.as_str()))
+            }
+            LoadError::Yaml { expected_error: Some(expected), .. } => {
+                self.to_string().contains(expected.as_str())
             }
             _ => false,
         }
@@ -90,7 +133,8 @@ fn render_problems(file: &Path, problems: &[Problem]) -> String {
 /// One validation problem: where, which object, which field, what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
-    /// 1-based line and column of the enclosing manifest or entry (0: unknown).
+    /// 1-based line and column of the field (or, when it is absent, of the nearest
+    /// enclosing part of the file that is present; 0: unknown).
     pub line: u64,
     pub column: u64,
     /// Position in the scenario, e.g. `submit[1]` or `scheduler.featureGates`.
@@ -120,33 +164,51 @@ impl fmt::Display for Problem {
         if self.line > 0 {
             write!(f, "{}:{}: ", self.line, self.column)?;
         }
-        f.write_str(&self.at)?;
+        let mut parts = Vec::new();
+        if !self.at.is_empty() {
+            parts.push(self.at.as_str());
+        }
         if let Some(object) = &self.object {
-            write!(f, ": {object}")?;
+            parts.push(object.as_str());
         }
         if !self.field.is_empty() {
-            write!(f, ": {}", self.field)?;
+            parts.push(self.field.as_str());
         }
-        write!(f, ": {}", self.message)
+        parts.push(self.message.as_str());
+        f.write_str(&parts.join(": "))
     }
 }
 
-/// Reads, parses and validates a scenario file.
+/// Reads, parses and validates a scenario file. At most [`MAX_INPUT_BYTES`] are read.
 pub fn load_file(path: impl AsRef<Path>) -> Result<Scenario, LoadError> {
     let path = path.as_ref();
-    let text =
-        std::fs::read_to_string(path).map_err(|source| LoadError::Io { file: path.to_path_buf(), source })?;
+    let io = |source| LoadError::Io { file: path.to_path_buf(), source };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_INPUT_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() > MAX_INPUT_BYTES {
+        return Err(LoadError::TooLarge { file: path.to_path_buf(), limit: MAX_INPUT_BYTES });
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("the file is not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()),
+        ))
+    })?;
     load_str(&text, path)
 }
 
 /// Parses and validates scenario text; `file` names it in messages.
 pub fn load_str(text: &str, file: impl AsRef<Path>) -> Result<Scenario, LoadError> {
     let file = file.as_ref().to_path_buf();
+    if text.len() > MAX_INPUT_BYTES {
+        return Err(LoadError::TooLarge { file, limit: MAX_INPUT_BYTES });
+    }
     // Pass 1: structure + manifest headers.
     let (headers, kinds) = with_tape(Tape::Record(Vec::new()), || {
         serde_saphyr::from_str_with_options::<RawScenario<Spanned<Header>>>(text, yaml_options())
     });
-    let headers = headers.map_err(|e| yaml_error(&file, e))?;
+    let headers = headers.map_err(|e| yaml_error(&file, text, e, lenient_expected_error(text)))?;
     let expected_error = headers.expect.as_ref().and_then(|e| e.error.clone());
     let problems = check_headers(&headers);
     if !problems.is_empty() {
@@ -155,20 +217,23 @@ pub fn load_str(text: &str, file: impl AsRef<Path>) -> Result<Scenario, LoadErro
     let Tape::Record(kinds) = kinds else {
         return Err(internal(&file, "manifest kinds were not recorded"));
     };
+    drop(headers);
     // Pass 2: typed manifests.
     let (raw, rest) = with_tape(Tape::Replay(kinds.into_iter().collect()), || {
         serde_saphyr::from_str_with_options::<RawScenario<Spanned<Typed>>>(text, yaml_options())
     });
-    let raw = raw.map_err(|e| yaml_error(&file, e))?;
+    let raw = raw.map_err(|e| yaml_error(&file, text, e, expected_error.clone()))?;
     if !matches!(&rest, Tape::Replay(left) if left.is_empty()) {
         return Err(internal(&file, "manifest kinds out of step between passes"));
     }
     let mut problems = Vec::new();
     let scenario = convert(raw, file.clone(), &mut problems);
+    check_typing(text, &scenario, &mut problems);
     validate::validate(&scenario, &mut problems);
     if problems.is_empty() {
         Ok(scenario)
     } else {
+        locate_problems(text, &mut problems);
         Err(LoadError::Invalid { file, problems, expected_error })
     }
 }
@@ -189,19 +254,318 @@ fn internal(file: &Path, message: &str) -> LoadError {
 }
 
 /// YAML 1.2 core schema for untyped values (patterns, patches): `on`/`yes` and `0123`
-/// stay strings there, as they do in typed fields.
+/// stay strings there, as they do in typed fields. The budget is what
+/// [`MAX_INPUT_BYTES`] of text can hold.
 fn yaml_options() -> serde_saphyr::Options {
-    serde_saphyr::options! { strict_booleans: true, leading_zero_numbers_as_strings: true }
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_nodes = MAX_YAML_NODES;
+    budget.max_events = MAX_YAML_NODES.saturating_mul(2).saturating_add(64);
+    budget.max_reader_input_bytes = Some(MAX_INPUT_BYTES);
+    serde_saphyr::options! {
+        strict_booleans: true,
+        leading_zero_numbers_as_strings: true,
+        budget: Some(budget),
+    }
 }
 
-fn yaml_error(file: &Path, e: serde_saphyr::Error) -> LoadError {
-    let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
-    let mut message = e.without_snippet().to_string();
-    let suffix = format!(" at line {line}, column {column}");
-    if let Some(stripped) = message.strip_suffix(&suffix) {
-        message = stripped.to_string();
+/// The top-level `expect.error` of a file whose structure did not parse, if it can be read
+/// at all (a bad-input case is still recognised).
+fn lenient_expected_error(text: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Root {
+        #[serde(default)]
+        expect: Option<ExpectError>,
     }
-    LoadError::Yaml { file: file.to_path_buf(), line, column, message, snippet: e.to_string() }
+    #[derive(Deserialize)]
+    struct ExpectError {
+        #[serde(default)]
+        error: Option<String>,
+    }
+    serde_saphyr::from_str_with_options::<Root>(text, yaml_options()).ok()?.expect?.error
+}
+
+// ---------------------------------------------------------------------------------------
+// Parser errors as problems: the object and field they are in, and a sentence.
+
+/// Where a path of the file belongs: the entry it is in (`submit[2]`, `steps[1]`,
+/// `scheduler.profile`, ...), how many segments that takes, and whether it is a manifest.
+fn entry_of(path: &[Seg]) -> (usize, bool) {
+    let key = |i: usize, k: &str| matches!(path.get(i), Some(Seg::Key(x)) if x == k);
+    let index = |i: usize| matches!(path.get(i), Some(Seg::Index(_)));
+    if key(0, "submit") && index(1) {
+        (2, true)
+    } else if key(0, "steps") && index(1) && key(2, "submit") && index(3) {
+        (4, true)
+    } else if key(0, "cluster") && (key(1, "nodes") || key(1, "pods")) && index(2) {
+        (3, true)
+    } else if (key(0, "steps") && index(1))
+        || (key(0, "scheduler") && (key(1, "profile") || key(1, "featureGates")))
+        || (key(0, "cluster") && path.len() > 1)
+    {
+        (2, false)
+    } else {
+        (path.len().min(1), false)
+    }
+}
+
+/// `Kind namespace/name` of the manifest at `entry`, read from the text.
+fn manifest_name(text: &str, entry: &[Seg]) -> String {
+    let at = |tail: &[&str]| {
+        let mut p = entry.to_vec();
+        p.extend(tail.iter().map(|k| Seg::Key(k.to_string())));
+        p
+    };
+    let found = yaml_walk::scalars_at(
+        text,
+        &[at(&["kind"]), at(&["metadata", "name"]), at(&["metadata", "namespace"]), at(&["apiVersion"])],
+    );
+    let implied = match entry.get(1) {
+        Some(Seg::Key(k)) if k == "nodes" => "Node",
+        Some(Seg::Key(k)) if k == "pods" => "Pod",
+        _ => "object",
+    };
+    let kind = found[0].clone().unwrap_or_else(|| implied.to_string());
+    let kind_known = |kind: &str| {
+        let api_version = found[3].clone().unwrap_or_default();
+        Kind::from_type(&api_version, kind).or_else(|| Kind::ALL.into_iter().find(|k| k.name() == kind))
+    };
+    let namespaced = kind_known(&kind).is_none_or(Kind::namespaced);
+    match (&found[1], namespaced) {
+        (Some(name), true) => {
+            format!("{kind} {}/{name}", found[2].clone().unwrap_or_else(|| "default".to_string()))
+        }
+        (Some(name), false) => format!("{kind} {name}"),
+        (None, _) => format!("{kind} (unnamed)"),
+    }
+}
+
+/// What a parser error says, as a sentence about the value `found` at its position.
+fn sentence(e: &serde_saphyr::Error, found: &str, in_step: bool) -> String {
+    use serde_saphyr::Error as E;
+    let integer = |ty: &str| match ty {
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => Some(format!("must be an integer ({ty})")),
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => {
+            Some(format!("must be a non-negative integer ({ty})"))
+        }
+        _ => None,
+    };
+    match e {
+        E::InvalidScalar { ty, .. } => match integer(ty) {
+            Some(m) => format!("Invalid value: {found}: {m}"),
+            None if ty.starts_with('f') => format!("Invalid value: {found}: must be a number"),
+            None if *ty == "bool" => format!("Invalid value: {found}: must be true or false"),
+            None => format!("Invalid value: {found}: must be a {ty}"),
+        },
+        E::InvalidBooleanStrict { .. } => format!("Invalid value: {found}: must be true or false"),
+        E::NullIntoString { .. } => "Invalid value: null: must be a string".to_string(),
+        E::DuplicateMappingKey { key, .. } => format!(
+            "Duplicate value: {}: this key appears more than once in the same mapping",
+            placer_cluster::validation::echo(key.as_deref().unwrap_or("?"))
+        ),
+        E::Unexpected { expected, .. } => match *expected {
+            "sequence start" => format!("Invalid value: {found}: must be a list"),
+            "mapping start" => format!("Invalid value: {found}: must be a mapping"),
+            other => format!("Invalid value: {found}: expected {other}"),
+        },
+        E::SerdeUnknownField { field, expected, .. } => {
+            let known = expected.join(", ");
+            format!("unknown field {}: the fields here are {known}", placer_cluster::validation::echo(field))
+        }
+        E::SerdeMissingField { field, .. } => format!("Required value: {field} is missing"),
+        E::SerdeUnknownVariant { variant, expected, .. } if in_step => format!(
+            "unknown step {}: a step is one of {}",
+            placer_cluster::validation::echo(variant),
+            expected.join(", ")
+        ),
+        E::ExpectedMappingEndAfterEnumVariantValue { .. } => {
+            "a step does exactly one thing: give each action its own `- ` entry".to_string()
+        }
+        E::Budget { breach, .. } => budget_sentence(&format!("{breach:?}")),
+        E::MultipleDocuments { .. } => {
+            "a scenario is one YAML document; this file has more than one (`---`)".to_string()
+        }
+        E::Eof { .. } => "the file ends before the scenario does".to_string(),
+        other => {
+            let text = other.to_string();
+            if let Some(breach) = text.split("budget breached: ").nth(1) {
+                return budget_sentence(breach);
+            }
+            let text = text.split(" at line ").next().unwrap_or(&text);
+            let text = text.split(", set DuplicateKeyPolicy").next().unwrap_or(text);
+            let text = text.split("; use Option<").next().unwrap_or(text);
+            text.to_string()
+        }
+    }
+}
+
+/// A YAML reading limit that was hit (the parser's `BudgetBreach`, as it prints), as a
+/// sentence.
+fn budget_sentence(breach: &str) -> String {
+    let mib = MAX_INPUT_BYTES / (1024 * 1024);
+    let name = breach.split([' ', '{', '(']).next().unwrap_or(breach);
+    match name {
+        "Nodes" | "Events" => format!(
+            "the file has more than {MAX_YAML_NODES} YAML nodes (keys, values and list items, aliases expanded); Placer reads at most that many, what a file of {mib} MiB can hold"
+        ),
+        "Depth" => "the file nests lists and mappings more than 64 levels deep; Placer reads at most 64".to_string(),
+        "Aliases" | "Anchors" | "AliasAnchorRatio" | "RecordedAnchorEvents" | "RecordedAnchorBytes" => {
+            "the file uses aliases (`*name`) to expand into much more than it spells out; Placer refuses such alias bombs"
+                .to_string()
+        }
+        "InputBytes" => format!("the file is larger than {mib} MiB, the most Placer reads from a scenario file"),
+        "Documents" => "a scenario is one YAML document; this file has too many (`---`)".to_string(),
+        _ => format!("the file exceeds a YAML reading limit ({breach})"),
+    }
+}
+
+/// A parser error with the object and field it is in, in the form of validation problems:
+/// `line:col: submit[2]: PodGroup default/pg: spec.schedulingPolicy.gang.minCount: ...`.
+fn yaml_error(file: &Path, text: &str, e: serde_saphyr::Error, expected_error: Option<String>) -> LoadError {
+    let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
+    let inner = e.without_snippet();
+    let (path, found) = match yaml_walk::node_at(text, line, column) {
+        Some((path, found, _)) if line > 0 => (path, found),
+        _ => (Vec::new(), String::new()),
+    };
+    let (entry_len, is_manifest) = entry_of(&path);
+    let in_step = matches!(path.first(), Some(Seg::Key(k)) if k == "steps") && !is_manifest;
+    let problem = Problem {
+        line,
+        column,
+        at: yaml_walk::render(&path[..entry_len]),
+        object: is_manifest.then(|| manifest_name(text, &path[..entry_len])),
+        field: yaml_walk::render(&path[entry_len..]),
+        message: sentence(inner, &found, in_step),
+    };
+    let message = problem.to_string();
+    let message = match message.strip_prefix(&format!("{line}:{column}: ")) {
+        Some(rest) => rest.to_string(),
+        None => message,
+    };
+    LoadError::Yaml {
+        file: file.to_path_buf(),
+        line,
+        column,
+        message,
+        snippet: e.to_string(),
+        expected_error,
+    }
+}
+
+/// Sets each problem's position to its field's (or the nearest enclosing part present in
+/// the file): one walk over the text for all of them.
+fn locate_problems(text: &str, problems: &mut [Problem]) {
+    let wanted: Vec<Vec<Seg>> = problems
+        .iter()
+        .map(|p| {
+            let mut path = yaml_walk::parse(&p.at);
+            path.extend(yaml_walk::parse(&p.field));
+            path
+        })
+        .collect();
+    for (p, found) in problems.iter_mut().zip(yaml_walk::locate(text, &wanted)) {
+        if let Some((line, column, _)) = found {
+            p.line = line;
+            p.column = column;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Typing the API server is strict about and serde is not.
+
+/// The JSON value at `path` under `v`.
+fn json_at<'a>(v: &'a serde_json::Value, path: &[Seg]) -> Option<&'a serde_json::Value> {
+    path.iter().try_fold(v, |v, seg| match seg {
+        Seg::Key(k) => v.get(k.as_str()),
+        Seg::Index(i) => v.get(*i),
+    })
+}
+
+/// Fields of a manifest the typed struct does not have (the API server's strict field
+/// validation, `kubectl apply`'s default, rejects them) and quoted scalars that landed in
+/// a number or boolean field (`minCount: "2"`: the API server does not convert a JSON
+/// string into an integer). Serde accepts both silently.
+fn check_typing(text: &str, s: &Scenario, problems: &mut Vec<Problem>) {
+    let manifests: HashMap<&str, &Manifest> = s
+        .nodes
+        .iter()
+        .chain(&s.pods)
+        .chain(&s.submit)
+        .chain(s.steps.iter().flat_map(|step| match &step.action {
+            StepAction::Submit(list) => list.as_slice(),
+            _ => &[],
+        }))
+        .map(|m| (m.path.as_str(), m))
+        .collect();
+    let mut current: Option<(String, serde_json::Value)> = None;
+    yaml_walk::walk(text, |path, node| {
+        if node.is_key {
+            return ControlFlow::Continue(());
+        }
+        let (entry_len, is_manifest) = entry_of(path);
+        if !is_manifest || path.len() <= entry_len {
+            return ControlFlow::Continue(());
+        }
+        let entry = yaml_walk::render(&path[..entry_len]);
+        if current.as_ref().is_none_or(|(e, _)| *e != entry) {
+            let Some(m) = manifests.get(entry.as_str()) else { return ControlFlow::Continue(()) };
+            current = Some((entry.clone(), m.object.to_json()));
+        }
+        let Some((_, json)) = &current else { return ControlFlow::Continue(()) };
+        let field = &path[entry_len..];
+        let Some(parent) = json_at(json, &field[..field.len() - 1]) else { return ControlFlow::Continue(()) };
+        let here = match &field[field.len() - 1] {
+            Seg::Key(k) => parent.get(k.as_str()),
+            Seg::Index(i) => parent.get(*i),
+        };
+        let problem = |message: String| Problem {
+            line: node.line,
+            column: node.column,
+            at: entry.clone(),
+            object: Some(manifests.get(entry.as_str()).map_or_else(String::new, |m| describe(&m.object))),
+            field: yaml_walk::render(field),
+            message,
+        };
+        let merge_key = matches!(field.last(), Some(Seg::Key(k)) if k == "<<");
+        match (here, node.kind) {
+            (None, kind) if parent.is_object() && !kind.is_null() && !merge_key => {
+                problems.push(problem(
+                    "unknown field: the API server's strict field validation (kubectl apply's default) rejects it"
+                        .to_string(),
+                ));
+            }
+            (Some(v), NodeKind::Scalar { value, quoted: true }) if v.is_number() || v.is_boolean() => {
+                let want = if v.is_boolean() { "true or false" } else { "a number" };
+                problems.push(problem(format!(
+                    "Invalid value: {}: must be {want}, not a string (the API server does not convert a quoted value)",
+                    placer_cluster::validation::echo(value)
+                )));
+            }
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    });
+}
+
+/// `Kind namespace/name` (or `Kind name`), as problems name objects (names cut like
+/// echoed values).
+pub(crate) fn describe(obj: &Object) -> String {
+    let r = obj.object_ref();
+    match (r.name.is_empty(), r.namespace.is_empty()) {
+        (true, _) => format!("{} (unnamed)", r.kind),
+        (false, true) => format!("{} {}", r.kind, short(&r.name)),
+        (false, false) => format!("{} {}/{}", r.kind, short(&r.namespace), short(&r.name)),
+    }
+}
+
+/// A name as problems show it: whole when short, else cut at the echo limit.
+pub(crate) fn short(name: &str) -> String {
+    if name.chars().count() <= placer_cluster::validation::MAX_ECHO_CHARS {
+        name.to_string()
+    } else {
+        echo(name)
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -356,6 +720,12 @@ impl<'de> Deserialize<'de> for Typed {
             Some(Kind::PodDisruptionBudget) => {
                 Object::PodDisruptionBudget(PodDisruptionBudget::deserialize(d)?)
             }
+            Some(Kind::DeviceClass) => Object::DeviceClass(DeviceClass::deserialize(d)?),
+            Some(Kind::ResourceSlice) => Object::ResourceSlice(ResourceSlice::deserialize(d)?),
+            Some(Kind::ResourceClaim) => Object::ResourceClaim(ResourceClaim::deserialize(d)?),
+            Some(Kind::ResourceClaimTemplate) => {
+                Object::ResourceClaimTemplate(ResourceClaimTemplate::deserialize(d)?)
+            }
         };
         Ok(Typed(Some(object)))
     }
@@ -371,13 +741,18 @@ fn check_headers(raw: &RawScenario<Spanned<Header>>) -> Vec<Problem> {
     let mut check = |h: &Spanned<Header>, at: String| {
         let v = &h.value;
         let object = match (&v.namespace, &v.name) {
-            (Some(ns), Some(n)) => format!("{ns}/{n}"),
-            (None, Some(n)) => n.clone(),
+            (Some(ns), Some(n)) => format!("{}/{}", short(ns), short(n)),
+            (None, Some(n)) => short(n),
             _ => "(unnamed)".to_string(),
         };
         let message = match (&v.api_version, &v.kind) {
             (Some(a), Some(k)) if Kind::from_type(a, k).is_none() => {
-                format!("unknown apiVersion/kind {a:?} {k:?} for object {object} (known: {})", known_kinds())
+                format!(
+                    "unknown apiVersion/kind {} {} for object {object} (known: {})",
+                    echo(a),
+                    echo(k),
+                    known_kinds()
+                )
             }
             (Some(_), Some(_)) => return,
             _ => format!("object {object}: apiVersion and kind are required"),
@@ -472,7 +847,8 @@ fn convert(raw: RawScenario<Spanned<Typed>>, file: PathBuf, problems: &mut Vec<P
             RawStep::DeletePod(text) => match split_key(&text) {
                 Some((namespace, name)) => StepAction::DeletePod { namespace, name },
                 None => {
-                    problems.push(problem("deletePod", format!("expected namespace/name, got {text:?}")));
+                    problems
+                        .push(problem("deletePod", format!("expected namespace/name, got {}", echo(&text))));
                     continue;
                 }
             },
@@ -535,7 +911,12 @@ fn patch_target(patch: &serde_json::Value) -> Result<ObjectRef, String> {
     let api_version = s(patch.get("apiVersion")).ok_or("apiVersion is required")?;
     let kind_name = s(patch.get("kind")).ok_or("kind is required")?;
     let kind = Kind::from_type(&api_version, &kind_name).ok_or_else(|| {
-        format!("unknown apiVersion/kind {api_version:?} {kind_name:?} (known: {})", known_kinds())
+        format!(
+            "unknown apiVersion/kind {} {} (known: {})",
+            echo(&api_version),
+            echo(&kind_name),
+            known_kinds()
+        )
     })?;
     let meta = patch.get("metadata");
     let name =
@@ -592,7 +973,7 @@ mod tests {
         let s = load(
             "name: t\n\
              steps:\n  - submit:\n      - {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: hi}, value: 5}\n\
-             submit:\n  - {apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: [{name: c}]}}\n",
+             submit:\n  - {apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: [{name: c, image: i}]}}\n",
         )
         .unwrap();
         assert_eq!(s.submit[0].object.kind(), Kind::Pod);
@@ -623,8 +1004,11 @@ mod tests {
         let err = load("name: t\nsubmitt: []\n").unwrap_err();
         let LoadError::Yaml { line, column, message, .. } = &err else { panic!("{err}") };
         assert_eq!((*line, *column), (2, 1));
-        assert!(message.starts_with("unknown field `submitt`"), "{message}");
-        assert!(err.to_string().starts_with("t.yaml:2:1: unknown field `submitt`"), "{err}");
+        assert!(
+            message.starts_with("submitt: unknown field \"submitt\": the fields here are name,"),
+            "{message}"
+        );
+        assert!(err.to_string().starts_with("t.yaml:2:1: submitt: unknown field"), "{err}");
     }
 
     #[test]
@@ -683,6 +1067,118 @@ mod tests {
         let pattern = &s.expect.unwrap().objects[0];
         assert_eq!(pattern["metadata"]["labels"]["a"], "on");
         assert_eq!(pattern["metadata"]["labels"]["b"], "0123");
+    }
+
+    fn yaml_message(text: &str) -> String {
+        match load(text) {
+            Err(e @ LoadError::Yaml { .. }) => e.to_string(),
+            Err(other) => panic!("expected a parser error, got {other}"),
+            Ok(_) => panic!("expected a parser error, got a valid scenario"),
+        }
+    }
+
+    #[test]
+    fn parser_errors_name_the_object_and_the_field() {
+        let pg = |min: &str| {
+            format!("name: t\nsubmit:\n  - apiVersion: scheduling.k8s.io/v1alpha2\n    kind: PodGroup\n    metadata: {{name: pg}}\n    spec:\n      schedulingPolicy: {{gang: {{minCount: {min}}}}}\n")
+        };
+        assert_eq!(
+            yaml_message(&pg("x")),
+            "t.yaml:7:43: submit[0]: PodGroup default/pg: spec.schedulingPolicy.gang.minCount: Invalid value: \"x\": must be an integer (i32)"
+        );
+        assert_eq!(
+            yaml_message(&pg("99999999999")),
+            "t.yaml:7:43: submit[0]: PodGroup default/pg: spec.schedulingPolicy.gang.minCount: Invalid value: \"99999999999\": must be an integer (i32)"
+        );
+        let dup = "name: t\nsubmit:\n  - apiVersion: v1\n    kind: Pod\n    metadata: {name: p}\n    spec:\n      containers:\n        - name: c\n          image: i\n          resources: {requests: {cpu: 1, cpu: 2}}\n";
+        assert_eq!(
+            yaml_message(dup),
+            "t.yaml:10:42: submit[0]: Pod default/p: spec.containers[0].resources.requests.cpu: Duplicate value: \"cpu\": this key appears more than once in the same mapping"
+        );
+        assert_eq!(
+            yaml_message("name: t\nexpect: {pods: {a/b: ~}}\n"),
+            "t.yaml:2:22: expect: pods[a/b]: Invalid value: null: must be a string"
+        );
+        assert_eq!(
+            yaml_message("name: t\nexpect: {podGroups: {a/b: {boundPods: many}}}\n"),
+            "t.yaml:2:39: expect: podGroups[a/b].boundPods: Invalid value: \"many\": must be a non-negative integer (u32)"
+        );
+        assert_eq!(
+            yaml_message("name: t\nscheduler: {profile: {topologyLevels: rack}}\n"),
+            "t.yaml:2:39: scheduler.profile: topologyLevels: Invalid value: \"rack\": must be a list"
+        );
+        assert_eq!(
+            yaml_message("name: t\ncluster: {generate: {levels: [a], fanout: [-1], allocatable: {}}}\n"),
+            "t.yaml:2:44: cluster.generate: fanout[0]: Invalid value: \"-1\": must be a non-negative integer (u32)"
+        );
+        assert!(yaml_message("name: t\nsteps:\n  - teleport: x\n").starts_with(
+            "t.yaml:3:5: steps[0]: teleport: unknown step \"teleport\": a step is one of submit,"
+        ),);
+        assert_eq!(yaml_message("name: ~\n"), "t.yaml:1:7: name: Invalid value: null: must be a string");
+    }
+
+    #[test]
+    fn quoted_numbers_and_unknown_fields_are_rejected_as_the_api_server_does() {
+        let got = problems(
+            "name: t\nsubmit:\n  - apiVersion: scheduling.k8s.io/v1alpha2\n    kind: PodGroup\n    metadata: {name: pg}\n    spec:\n      schedulingPolicy: {gang: {minCount: \"2\"}}\n      minCout: 3\n",
+        );
+        assert_eq!(
+            got,
+            [
+                "t.yaml:7:33: submit[0]: PodGroup default/pg: spec.schedulingPolicy.gang.minCount: Invalid value: \"2\": must be a number, not a string (the API server does not convert a quoted value)",
+                "t.yaml:8:7: submit[0]: PodGroup default/pg: spec.minCout: unknown field: the API server's strict field validation (kubectl apply's default) rejects it",
+            ]
+        );
+        // Quoted strings stay fine where the field is a string (labels, quantities).
+        assert!(load("name: t\nsubmit:\n  - {apiVersion: v1, kind: Pod, metadata: {name: p, labels: {a: '1'}}, spec: {containers: [{name: c, image: i, resources: {requests: {cpu: '1'}}}]}}\n").is_ok());
+    }
+
+    #[test]
+    fn long_values_are_echoed_at_most_200_characters() {
+        let long = "x".repeat(1 << 20);
+        let text = format!(
+            "name: t\nsubmit:\n  - {{apiVersion: v1, kind: Pod, metadata: {{name: p, labels: {{a: {long}}}}}, spec: {{containers: [{{name: c, image: i}}]}}}}\n  - {{apiVersion: {long}, kind: {long}, metadata: {{name: {long}}}}}\nsteps:\n  - advance: {long}\n"
+        );
+        let err = load(&text).unwrap_err();
+        let message = err.to_string();
+        assert!(message.len() < 3_000, "{} bytes", message.len());
+        assert!(message.contains("(1048576 characters)"), "{message}");
+    }
+
+    #[test]
+    fn oversized_text_is_refused_before_parsing() {
+        let text = format!("name: t\ndescription: {}\n", "x".repeat(MAX_INPUT_BYTES));
+        let err = load(&text).unwrap_err();
+        assert!(matches!(err, LoadError::TooLarge { limit: MAX_INPUT_BYTES, .. }), "{err}");
+        assert_eq!(err.to_string(), "t.yaml: the file is larger than 16 MiB (16777216 bytes), the most Placer reads from a scenario file");
+    }
+
+    #[test]
+    fn the_node_budget_is_a_sentence() {
+        // Aliases expand into more nodes than the budget allows, in a small file.
+        let mut text =
+            String::from("name: t\nexpect:\n  objects:\n    - &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n");
+        let mut prev = "a".to_string();
+        for level in 0..8 {
+            let name = format!("l{level}");
+            text.push_str(&format!("    - &{name} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+            prev = name;
+        }
+        let message = yaml_message(&text);
+        assert!(message.contains("the file "), "{message}");
+        assert!(!message.contains("budget breached"), "{message}");
+    }
+
+    #[test]
+    fn a_parser_error_can_be_the_expected_rejection() {
+        let err = load(
+            "name: t\nsubmit:\n  - {apiVersion: scheduling.k8s.io/v1alpha2, kind: PodGroup, metadata: {name: pg}, \
+             spec: {schedulingPolicy: {gang: {minCount: many}}}}\nexpect: {error: must be an integer}\n",
+        )
+        .unwrap_err();
+        assert!(err.is_expected(), "{err}");
+        let err = load("name: t\nsubmitt: []\nexpect: {error: unknown field}\n").unwrap_err();
+        assert!(err.is_expected(), "{err}");
     }
 
     #[test]

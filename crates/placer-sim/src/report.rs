@@ -69,12 +69,14 @@ pub struct ResourceUse {
 }
 
 impl ResourceUse {
-    /// requested / allocatable in percent (0 when nothing is allocatable).
+    /// requested / allocatable in percent (0 when nothing is allocatable); never negative
+    /// (sums saturate instead of wrapping). It can exceed 100 when pods were bound by
+    /// hand (`cluster.pods`) beyond a node's allocatable.
     pub fn percent(&self) -> f64 {
         if self.allocatable <= 0 {
             0.0
         } else {
-            self.requested as f64 * 100.0 / self.allocatable as f64
+            self.requested.max(0) as f64 * 100.0 / self.allocatable as f64
         }
     }
 }
@@ -318,6 +320,23 @@ mod tests {
             spec,
             status: None,
         })
+    }
+
+    #[test]
+    fn summary_never_prints_a_negative_percentage() {
+        // Two bound pods whose cpu sums past i64 (5e15 cores each, in millicores): the sum
+        // saturates; it used to wrap to a negative percentage.
+        let mut huge = pod("huge", Some("n1"), "Running");
+        if let Object::Pod(p) = &mut huge {
+            let c = &mut p.spec.as_mut().unwrap().containers[0];
+            c.resources.as_mut().unwrap().requests =
+                Some([("cpu".to_string(), Quantity("5e15".into()))].into());
+            let second = Container { name: "d".into(), ..c.clone() };
+            p.spec.as_mut().unwrap().containers.push(second);
+        }
+        let summary = cluster_summary(&[node("n1", "r1"), huge]);
+        assert!(summary.resources.iter().all(|r| r.percent() >= 0.0), "{summary}");
+        assert!(!summary.to_string().contains('-'), "{summary}");
     }
 
     #[test]

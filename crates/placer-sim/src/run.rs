@@ -28,8 +28,9 @@ use placer_api::gates::FeatureGates;
 use placer_api::k8s::api::core::v1::{NodeCondition, Taint};
 use placer_cluster::embedded::EmbeddedCluster;
 use placer_cluster::{ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError};
-use placer_controllers::cronjob::CronJobController;
+use placer_controllers::cronjob::{CronJobController, CronJobValidation};
 use placer_controllers::job::{JobController, JobValidation};
+use placer_controllers::resourceclaim::ResourceClaimController;
 use placer_controllers::scheduler::SchedulerController;
 use placer_controllers::Controller;
 use placer_engine::SchedulerConfig;
@@ -40,7 +41,7 @@ use crate::generate::generated_nodes;
 use crate::kubelet::SimKubelet;
 use crate::lifecycle::{DefaultTolerationSeconds, NodeLifecycle};
 use crate::report::{all_objects, cluster_summary, group_rows, ClusterSummary, GroupRow};
-use crate::scenario::{parse_duration_ms, Scenario, StepAction, TaintStep};
+use crate::scenario::{parse_duration_ms, Manifest, Scenario, StepAction, TaintStep};
 use placer_metrics::{Clock, Metrics};
 
 pub use crate::lifecycle::NOT_READY_TAINT;
@@ -206,9 +207,10 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
     let idle_window_ms = opts.idle_window_ms.unwrap_or(config.pod_max_backoff_ms.saturating_mul(2) + 1_000);
     let levels = config.topology_levels.clone();
 
-    let mut store = EmbeddedCluster::new();
+    let mut store = EmbeddedCluster::validating();
     store.add_admission(Box::new(DefaultTolerationSeconds));
     store.add_admission(Box::new(JobValidation::new(gates.clone())));
+    store.add_admission(Box::new(CronJobValidation));
     let (frozen, terminating) = setup_cluster(s, &mut store).map_err(setup_err)?;
 
     let metrics = opts.metrics.clone().unwrap_or_else(|| {
@@ -216,11 +218,12 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
         Metrics::new(profile, if opts.wall_clock_metrics { Clock::Wall } else { Clock::Frozen })
     });
     let controllers: Vec<Box<dyn Controller>> = vec![
-        Box::new(JobController::new(gates)),
+        Box::new(JobController::new(gates.clone())),
         Box::new(SchedulerController::new(config, Box::new(metrics.observer()))),
         Box::new(SimKubelet::new(frozen)),
         Box::new(CronJobController::new()),
         Box::new(NodeLifecycle::new(terminating)),
+        Box::new(ResourceClaimController::new(&gates)),
     ];
     let mut sim = Sim {
         store,
@@ -234,9 +237,7 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
     };
 
     sim.progress("submit");
-    for m in &s.submit {
-        sim.create(&m.path, m.object.clone());
-    }
+    sim.submit("submit", &s.submit);
     sim.settle("after submit")?;
     for step in &s.steps {
         sim.progress(&step.path);
@@ -349,12 +350,27 @@ impl Sim<'_> {
         RunError::DidNotSettle { file: self.file.clone(), phase: phase.to_string(), reason }
     }
 
-    /// Creates an object, then lets 1 ms of virtual time pass.
-    fn create(&mut self, path: &str, obj: Object) {
-        if let Err(e) = self.store.create(obj) {
-            self.errors.push(format!("{path}: {e}"));
+    /// Creates the objects of one step, in order and 1 ms of virtual time apart, or none of
+    /// them: each is checked first (name free, validation, admission) and a step with a
+    /// rejected object creates nothing and reports every rejection.
+    fn submit(&mut self, path: &str, manifests: &[Manifest]) {
+        let rejected: Vec<String> = manifests
+            .iter()
+            .filter_map(|m| self.store.check_create(&m.object).err().map(|e| format!("{}: {e}", m.path)))
+            .collect();
+        if !rejected.is_empty() {
+            let n = manifests.len();
+            for e in rejected {
+                self.errors.push(format!("{e} (nothing of {path} was created: it has {n} objects)"));
+            }
+            return;
         }
-        self.store.advance_ms(1);
+        for m in manifests {
+            if let Err(e) = self.store.create(m.object.clone()) {
+                self.errors.push(format!("{}: {e}", m.path));
+            }
+            self.store.advance_ms(1);
+        }
     }
 
     /// Reconciles until a round changes nothing. Returns whether the store changed.
@@ -373,6 +389,10 @@ impl Sim<'_> {
                     }
                 }
             }
+            // Every controller reads the watch log at the start of its reconcile, so all of
+            // them have read it up to where this round began: older events are no longer
+            // needed (memory stays bounded by what exists, not by what happened).
+            self.store.compact_log(before);
             let changed = self.store.resource_version() != before;
             changed_any |= changed;
             if !wrote && !changed {
@@ -445,9 +465,7 @@ impl Sim<'_> {
     fn step(&mut self, path: &str, action: &StepAction) -> Result<bool, RunError> {
         let result: Result<(), String> = match action {
             StepAction::Submit(list) => {
-                for m in list {
-                    self.create(&m.path, m.object.clone());
-                }
+                self.submit(path, list);
                 Ok(())
             }
             StepAction::DeletePod { namespace, name } => self
@@ -574,8 +592,8 @@ mod tests {
     #[test]
     fn setup_creates_nodes_ready_and_bound_pods_running() {
         let r = run_ok(&format!(
-            "name: t\n{NODES}  pods:\n    - {{metadata: {{name: e}}, spec: {{nodeName: n1, containers: [{{name: c, resources: {{requests: {{cpu: '2'}}}}}}]}}}}\n    \
-             - {{metadata: {{name: f}}, spec: {{nodeName: n2, containers: [{{name: c}}]}}, status: {{phase: Pending}}}}\n\
+            "name: t\n{NODES}  pods:\n    - {{metadata: {{name: e}}, spec: {{nodeName: n1, containers: [{{name: c, image: i, resources: {{requests: {{cpu: '2'}}}}}}]}}}}\n    \
+             - {{metadata: {{name: f}}, spec: {{nodeName: n2, containers: [{{name: c, image: i}}]}}, status: {{phase: Pending}}}}\n\
              expect:\n  pods: {{default/e: n1, default/f: n2}}\n  objects:\n    \
              - {{apiVersion: v1, kind: Node, metadata: {{name: n1}}, status: {{conditions: [{{type: Ready, status: 'True'}}]}}}}\n    \
              - {{apiVersion: v1, kind: Pod, metadata: {{name: e}}, status: {{phase: Running}}}}\n    \
@@ -602,8 +620,8 @@ mod tests {
     #[test]
     fn steps_delete_taint_and_mark_not_ready() {
         let r = run_ok(&format!(
-            "name: t\n{NODES}  pods:\n    - {{metadata: {{name: a}}, spec: {{nodeName: n1, containers: [{{name: c}}]}}}}\n    \
-             - {{metadata: {{name: b}}, spec: {{nodeName: n2, containers: [{{name: c}}], tolerations: [{{key: k, operator: Exists}}]}}}}\n\
+            "name: t\n{NODES}  pods:\n    - {{metadata: {{name: a}}, spec: {{nodeName: n1, containers: [{{name: c, image: i}}]}}}}\n    \
+             - {{metadata: {{name: b}}, spec: {{nodeName: n2, containers: [{{name: c, image: i}}], tolerations: [{{key: k, operator: Exists}}]}}}}\n\
              steps:\n  - taint: {{node: n1, key: k, effect: NoExecute}}\n  - taint: {{node: n2, key: k, effect: NoExecute}}\n  \
              - markNotReady: n2\n  - expect:\n      absent: [{{apiVersion: v1, kind: Pod, name: a}}]\n      \
              objects:\n        - {{apiVersion: v1, kind: Pod, name: b}}\n        \
@@ -641,7 +659,7 @@ mod tests {
     fn advance_runs_timed_work_in_order() {
         let r = run_ok(&format!(
             "name: t\n{NODES}  pods:\n    - metadata: {{name: a, annotations: {{placer.dev/run-time: 30s}}}}\n      \
-             spec: {{nodeName: n1, containers: [{{name: c}}]}}\n\
+             spec: {{nodeName: n1, containers: [{{name: c, image: i}}]}}\n\
              steps:\n  - advance: 10s\n  - expect:\n      objects: [{{apiVersion: v1, kind: Pod, name: a, status: {{phase: Running}}}}]\n  \
              - advance: 20s\n  - expect:\n      objects: [{{apiVersion: v1, kind: Pod, name: a, status: {{phase: Succeeded}}}}]\n"
         ));
@@ -654,7 +672,7 @@ mod tests {
         // The kubelet writes the bound pod's conditions in the first round, so settling
         // needs a second, quiet round; one round is not enough.
         let s = scenario(&format!(
-            "name: t\n{NODES}  pods:\n    - {{metadata: {{name: a}}, spec: {{nodeName: n1, containers: [{{name: c}}]}}}}\n"
+            "name: t\n{NODES}  pods:\n    - {{metadata: {{name: a}}, spec: {{nodeName: n1, containers: [{{name: c, image: i}}]}}}}\n"
         ));
         let opts = RunOptions { max_rounds: 1, ..RunOptions::default() };
         let err = run(&s, &opts).unwrap_err();

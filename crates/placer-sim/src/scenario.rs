@@ -274,7 +274,12 @@ pub struct ConditionExpect {
 /// Parses a duration: one or more `<integer><unit>` terms, units `ms`, `s`, `m`, `h`
 /// (`500ms`, `30s`, `5m`, `1h30m`). Returns milliseconds.
 pub fn parse_duration_ms(text: &str) -> Result<u64, String> {
-    let err = || format!("invalid duration {text:?}: expected a number with a unit, e.g. 500ms, 30s, 5m, 1h");
+    let err = || {
+        format!(
+            "invalid duration {}: expected a number with a unit, e.g. 500ms, 30s, 5m, 1h",
+            placer_cluster::validation::echo(text)
+        )
+    };
     let s = text.trim();
     if s.is_empty() {
         return Err(err());

@@ -1,24 +1,24 @@
 //! Validation of a typed scenario, before anything runs.
 //!
-//! k8s-openapi accepts what Kubernetes' schema allows and defaults what is missing (an
-//! absent `spec` becomes an empty one), so the checks the API server would make are done
-//! here: required fields, quantities, PodGroup policies, names and labels, plus the
-//! scenario's own rules (feature gates, topology levels, generated clusters, step and
-//! expectation syntax, duplicate names). Every problem is collected, with the position
-//! of the manifest, the object and the field path.
+//! Every manifest goes through the API server's checks ([`placer_cluster::validation`],
+//! the same the embedded cluster runs on every write), plus the scenario's own rules:
+//! feature gates, topology levels, generated clusters, step and expectation syntax, names
+//! used twice (within a step, or across the file when nothing in between can have removed
+//! the first object), pods bound to nodes that do not exist. Every problem is collected,
+//! with the position of the manifest, the object and the field path (the loader then
+//! moves each problem to its field's line).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use placer_api::gates::FeatureGates;
-use placer_api::k8s::api::core::v1::{Container, PodSpec, ResourceRequirements, Taint, Toleration};
-use placer_api::k8s::api::scheduling::v1alpha2::{PodGroupSchedulingConstraints, PodGroupSchedulingPolicy};
-use placer_api::k8s::apimachinery::pkg::api::resource::Quantity;
-use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use placer_api::quantity::{parse_milli, parse_units};
+use placer_api::k8s::api::resource::v1::DeviceSelector;
+use placer_cluster::validation::{
+    check_label_key, check_label_value, check_quantity, echo, validate as api_validate,
+};
 use placer_cluster::{Kind, Object};
 
 use crate::generate::generated_node_names;
-use crate::load::{split_key, Problem};
+use crate::load::{describe, split_key, Problem};
 use crate::scenario::{Expect, Manifest, Scenario, StepAction};
 
 /// Largest cluster `cluster.generate` may describe.
@@ -35,18 +35,26 @@ pub(crate) fn validate(s: &Scenario, problems: &mut Vec<Problem>) {
         message,
     };
     if !is_kebab(&s.name) {
-        problems.push(top("name", "", format!("{:?} must be kebab-case (a-z, 0-9 and '-')", s.name)));
+        problems.push(top(
+            "name",
+            "",
+            format!("Invalid value: {}: must be kebab-case (a-z, 0-9 and '-')", echo(&s.name)),
+        ));
     }
     validate_scheduler(s, problems, &top);
 
     // Nodes: listed and generated, names unique.
     let mut node_names: BTreeSet<String> = BTreeSet::new();
     for m in &s.nodes {
-        let mut cx = Ctx::new(m, problems);
-        validate_object(&mut cx, &m.object);
+        validate_manifest(m, problems);
         if let Some(name) = m.object.metadata().name.clone() {
             if !node_names.insert(name.clone()) {
-                cx.err("metadata.name", format!("duplicate Node name {name:?}"));
+                err(
+                    problems,
+                    m,
+                    "metadata.name",
+                    format!("Duplicate value: {}: another Node has this name", echo(&name)),
+                );
             }
         }
     }
@@ -58,7 +66,7 @@ pub(crate) fn validate(s: &Scenario, problems: &mut Vec<Problem>) {
                     problems.push(top(
                         "cluster.generate",
                         "",
-                        format!("generated node {name:?} is also listed"),
+                        format!("generated node {} is also listed", echo(&name)),
                     ));
                 }
             }
@@ -67,38 +75,57 @@ pub(crate) fn validate(s: &Scenario, problems: &mut Vec<Problem>) {
 
     // Pods already bound.
     for m in &s.pods {
-        let mut cx = Ctx::new(m, problems);
-        validate_object(&mut cx, &m.object);
+        validate_manifest(m, problems);
         let node = m.object.as_pod().and_then(|p| p.spec.as_ref()).and_then(|s| s.node_name.clone());
-        match node.filter(|n| !n.is_empty()) {
-            None => {
-                cx.err("spec.nodeName", "is required: cluster.pods are pods already bound to a node".into())
-            }
-            Some(n) if !node_names.contains(&n) => {
-                cx.err("spec.nodeName", format!("node {n:?} is not in the cluster"));
-            }
-            Some(_) => {}
+        if node.as_deref().is_none_or(str::is_empty) {
+            err(
+                problems,
+                m,
+                "spec.nodeName",
+                "Required value: cluster.pods are pods already bound to a node".into(),
+            );
         }
     }
 
-    // Submitted objects: valid, and no two with the same kind, namespace and name in the
-    // initial cluster + submit, nor within one step.
-    let mut seen: BTreeSet<(Kind, String, String)> = BTreeSet::new();
+    let mut history = History::new(node_names);
     for m in s.pods.iter().chain(&s.submit) {
-        check_duplicate(m, &mut seen, problems);
+        history.submit(m, problems);
     }
     for m in &s.submit {
-        validate_object(&mut Ctx::new(m, problems), &m.object);
+        validate_manifest(m, problems);
     }
     for step in &s.steps {
         match &step.action {
             StepAction::Submit(list) => {
-                let mut seen = BTreeSet::new();
+                let mut seen = BTreeMap::new();
                 for m in list {
-                    validate_object(&mut Ctx::new(m, problems), &m.object);
-                    check_duplicate(m, &mut seen, problems);
+                    validate_manifest(m, problems);
+                    let r = m.object.object_ref();
+                    if !r.name.is_empty() {
+                        if let Some(first) = seen.insert(r.clone(), m.path.clone()) {
+                            err(
+                                problems,
+                                m,
+                                "metadata.name",
+                                format!(
+                                    "Duplicate value: {}: {first} in the same step has this name",
+                                    echo(&r.name)
+                                ),
+                            );
+                            continue;
+                        }
+                    }
+                    history.submit(m, problems);
                 }
             }
+            StepAction::DeletePod { namespace, name } => history.delete_pod(namespace, name),
+            StepAction::DeleteNode(name) => history.delete_node(name),
+            // A node that stops being Ready gets the lifecycle controller's NoExecute taint:
+            // its pods are evicted once their tolerations run out, and a group with a pod on
+            // it may be evicted whole (failed-node replacement). A patched node may gain a
+            // NoExecute taint or lose its Ready condition the same way.
+            StepAction::MarkNotReady(_) | StepAction::MarkUnreachable(_) => history.evictions_possible(),
+            StepAction::Patch { target, .. } if target.kind == Kind::Node => history.evictions_possible(),
             StepAction::Taint(t) => {
                 let mut p = |field: &str, message: String| {
                     problems.push(Problem {
@@ -111,10 +138,19 @@ pub(crate) fn validate(s: &Scenario, problems: &mut Vec<Problem>) {
                     })
                 };
                 if !matches!(t.effect.as_str(), "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
-                    p("effect", format!("{:?} must be NoSchedule, PreferNoSchedule or NoExecute", t.effect));
+                    p(
+                        "effect",
+                        format!(
+                            "Unsupported value: {}: supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"",
+                            echo(&t.effect)
+                        ),
+                    );
                 }
                 if let Err(m) = check_label_key(&t.key) {
-                    p("key", m);
+                    p("key", format!("Invalid value: {}: {m}", echo(&t.key)));
+                }
+                if t.effect == "NoExecute" {
+                    history.evictions_possible();
                 }
             }
             StepAction::Expect(e) => validate_expect(e, &step.path, step.line, step.column, problems),
@@ -126,13 +162,172 @@ pub(crate) fn validate(s: &Scenario, problems: &mut Vec<Problem>) {
     }
 }
 
-fn check_duplicate(m: &Manifest, seen: &mut BTreeSet<(Kind, String, String)>, problems: &mut Vec<Problem>) {
-    let r = m.object.object_ref();
-    if r.name.is_empty() {
-        return;
+fn err(problems: &mut Vec<Problem>, m: &Manifest, field: &str, message: String) {
+    problems.push(Problem {
+        line: m.line,
+        column: m.column,
+        at: m.path.clone(),
+        object: Some(describe(&m.object)),
+        field: field.to_string(),
+        message,
+    });
+}
+
+/// The API server's checks on one manifest, plus what Placer itself must be able to read
+/// (a CronJob's schedule).
+fn validate_manifest(m: &Manifest, problems: &mut Vec<Problem>) {
+    for e in api_validate(&m.object) {
+        err(problems, m, &e.field, e.message);
     }
-    if !seen.insert((r.kind, r.namespace.clone(), r.name.clone())) {
-        Ctx::new(m, problems).err("metadata.name", format!("duplicate {r}: the name is already used"));
+    // DRA selectors: the API server compiles their CEL on write; Placer also rejects what its
+    // CEL subset cannot evaluate.
+    let mut cel = |path: String, selectors: Option<&[DeviceSelector]>| {
+        for (i, s) in selectors.unwrap_or(&[]).iter().enumerate() {
+            if let Some(c) = s.cel.as_ref().filter(|c| !c.expression.trim().is_empty()) {
+                if let Err(e) = placer_engine::check_device_selector(&c.expression) {
+                    err(
+                        problems,
+                        m,
+                        &format!("{path}[{i}].cel.expression"),
+                        format!("compilation failed: {e}"),
+                    );
+                }
+            }
+        }
+    };
+    let claim_spec = match &m.object {
+        Object::DeviceClass(c) => {
+            cel("spec.selectors".into(), c.spec.selectors.as_deref());
+            None
+        }
+        Object::ResourceClaim(c) => Some(("spec", &c.spec)),
+        Object::ResourceClaimTemplate(t) => Some(("spec.spec", &t.spec.spec)),
+        _ => None,
+    };
+    if let Some((path, spec)) = claim_spec {
+        let requests = spec.devices.as_ref().and_then(|d| d.requests.as_deref()).unwrap_or(&[]);
+        for (i, r) in requests.iter().enumerate() {
+            if let Some(x) = &r.exactly {
+                cel(format!("{path}.devices.requests[{i}].exactly.selectors"), x.selectors.as_deref());
+            }
+        }
+    }
+    if let Object::CronJob(c) = &m.object {
+        if !c.spec.schedule.trim().is_empty() {
+            if let Err(e) = placer_controllers::cronjob::Schedule::parse(&c.spec.schedule) {
+                err(
+                    problems,
+                    m,
+                    "spec.schedule",
+                    format!("Invalid value: {}: {}", echo(&c.spec.schedule), e.reason),
+                );
+            }
+        }
+    }
+}
+
+/// What the file has created and deleted so far, in order: finds names submitted twice
+/// while the first object still exists, and pods bound to nodes that do not exist.
+struct History {
+    /// Objects created by the file, by (kind, namespace, name), with where.
+    live: BTreeMap<(Kind, String, String), Removable>,
+    nodes: BTreeSet<String>,
+    /// Whether the cluster may have deleted pods on its own by now (preemption needs a
+    /// priority, eviction a NoExecute taint or a deleted node).
+    pods_may_vanish: bool,
+}
+
+struct Removable {
+    path: String,
+    /// The cluster itself may delete it (owned objects, Jobs with a TTL, pods once
+    /// preemption or eviction can happen).
+    may_vanish: bool,
+}
+
+impl History {
+    /// The cluster's nodes exist from the start (under the path `cluster`).
+    fn new(nodes: BTreeSet<String>) -> Self {
+        let live = nodes
+            .iter()
+            .map(|n| {
+                let key = (Kind::Node, String::new(), n.clone());
+                (key, Removable { path: "cluster".to_string(), may_vanish: false })
+            })
+            .collect();
+        History { live, nodes, pods_may_vanish: false }
+    }
+
+    fn submit(&mut self, m: &Manifest, problems: &mut Vec<Problem>) {
+        let obj = &m.object;
+        let r = obj.object_ref();
+        let gives_priority = match obj {
+            Object::PriorityClass(_) => true,
+            Object::PodGroup(pg) => {
+                pg.spec.priority.is_some_and(|p| p > 0) || pg.spec.priority_class_name.is_some()
+            }
+            Object::Pod(p) => p
+                .spec
+                .as_ref()
+                .is_some_and(|s| s.priority.is_some_and(|v| v > 0) || s.priority_class_name.is_some()),
+            _ => false,
+        };
+        self.pods_may_vanish |= gives_priority;
+        if let Object::Pod(p) = obj {
+            let spec = p.spec.as_ref();
+            if let Some(node) = spec.and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()) {
+                if !self.nodes.contains(node) {
+                    err(
+                        problems,
+                        m,
+                        "spec.nodeName",
+                        format!(
+                            "Invalid value: {}: no such node at this point of the scenario; the API server would accept the pod, but no kubelet would run it and the pod garbage collector would delete it, so it is rejected here",
+                            echo(node)
+                        ),
+                    );
+                }
+            }
+        }
+        if obj.kind() == Kind::Node {
+            self.nodes.insert(r.name.clone());
+        }
+        if r.name.is_empty() {
+            return;
+        }
+        let key = (r.kind, r.namespace.clone(), r.name.clone());
+        if let Some(first) = self.live.get(&key) {
+            let vanished = first.may_vanish || (r.kind == Kind::Pod && self.pods_may_vanish);
+            if !vanished {
+                err(
+                    problems,
+                    m,
+                    "metadata.name",
+                    format!(
+                        "Duplicate value: {}: {} created {r} already and nothing in between deletes it (the API server would answer AlreadyExists)",
+                        echo(&r.name),
+                        first.path
+                    ),
+                );
+                return;
+            }
+        }
+        let owned = obj.metadata().owner_references.as_ref().is_some_and(|o| !o.is_empty());
+        let ttl = matches!(obj, Object::Job(j) if j.spec.as_ref().is_some_and(|s| s.ttl_seconds_after_finished.is_some()));
+        self.live.insert(key, Removable { path: m.path.clone(), may_vanish: owned || ttl });
+    }
+
+    fn delete_pod(&mut self, namespace: &str, name: &str) {
+        self.live.remove(&(Kind::Pod, namespace.to_string(), name.to_string()));
+    }
+
+    fn delete_node(&mut self, name: &str) {
+        self.live.remove(&(Kind::Node, String::new(), name.to_string()));
+        self.nodes.remove(name);
+        self.evictions_possible();
+    }
+
+    fn evictions_possible(&mut self) {
+        self.pods_may_vanish = true;
     }
 }
 
@@ -144,7 +339,8 @@ fn validate_scheduler(
     let mut gates = FeatureGates::default();
     for (name, value) in &s.scheduler.feature_gates {
         if let Err(e) = gates.set(name, *value) {
-            problems.push(top("scheduler.featureGates", name, e.to_string()));
+            let message = format!("unknown feature gate {} (known: {})", echo(&e.name), e.known);
+            problems.push(top("scheduler.featureGates", bracket(name).trim_start_matches('.'), message));
         }
     }
     let Some(profile) = &s.scheduler.profile else { return };
@@ -153,24 +349,32 @@ fn validate_scheduler(
     for (i, level) in profile.topology_levels.iter().enumerate() {
         let field = format!("topologyLevels[{i}]");
         if let Err(m) = check_label_key(level) {
-            problems.push(top(at, &field, m));
+            problems.push(top(at, &field, format!("Invalid value: {}: {m}", echo(level))));
         }
         if !levels.insert(level) {
-            problems.push(top(at, &field, format!("duplicate level {level:?}")));
+            problems.push(top(
+                at,
+                &field,
+                format!("Duplicate value: {}: the level is listed twice", echo(level)),
+            ));
         }
     }
     for (plugin, weight) in &profile.plugin_weights {
         if *weight < 0 {
             problems.push(top(
                 at,
-                &format!("pluginWeights.{plugin}"),
-                "must be greater than or equal to 0".into(),
+                &format!("pluginWeights{}", bracket(plugin)),
+                format!("Invalid value: {weight}: must be greater than or equal to 0"),
             ));
         }
     }
     if let Some(p) = profile.percentage_of_placements_to_score {
         if p > 100 {
-            problems.push(top(at, "percentageOfPlacementsToScore", format!("{p} must be between 0 and 100")));
+            problems.push(top(
+                at,
+                "percentageOfPlacementsToScore",
+                format!("Invalid value: {p}: must be between 0 and 100"),
+            ));
         }
     }
     for (field, value) in [
@@ -179,7 +383,14 @@ fn validate_scheduler(
     ] {
         if let Some(v) = value {
             if !matches!(v.as_str(), "LeastAllocated" | "MostAllocated") {
-                problems.push(top(at, field, format!("{v:?} must be LeastAllocated or MostAllocated")));
+                problems.push(top(
+                    at,
+                    field,
+                    format!(
+                        "Unsupported value: {}: supported values: \"LeastAllocated\", \"MostAllocated\"",
+                        echo(v)
+                    ),
+                ));
             }
         }
     }
@@ -235,6 +446,15 @@ fn validate_plugins(
     }
 }
 
+/// `.key` for a plain word, `[key]` otherwise (as paths are written).
+fn bracket(key: &str) -> String {
+    if !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+        format!(".{key}")
+    } else {
+        format!("[{key}]")
+    }
+}
+
 fn validate_generate(
     g: &crate::scenario::GenerateSpec,
     problems: &mut Vec<Problem>,
@@ -242,7 +462,7 @@ fn validate_generate(
 ) {
     let at = "cluster.generate";
     if g.levels.is_empty() {
-        problems.push(top(at, "levels", "must list at least one level".into()));
+        problems.push(top(at, "levels", "Required value: must list at least one level".into()));
     }
     if g.levels.len() != g.fanout.len() {
         problems.push(top(
@@ -258,15 +478,23 @@ fn validate_generate(
     let mut seen = BTreeSet::new();
     for (i, level) in g.levels.iter().enumerate() {
         if let Err(m) = check_label_key(level) {
-            problems.push(top(at, &format!("levels[{i}]"), m));
+            problems.push(top(at, &format!("levels[{i}]"), format!("Invalid value: {}: {m}", echo(level))));
         }
         if !seen.insert(level) {
-            problems.push(top(at, &format!("levels[{i}]"), format!("duplicate level {level:?}")));
+            problems.push(top(
+                at,
+                &format!("levels[{i}]"),
+                format!("Duplicate value: {}: the level is listed twice", echo(level)),
+            ));
         }
     }
     for (i, f) in g.fanout.iter().enumerate() {
         if *f == 0 {
-            problems.push(top(at, &format!("fanout[{i}]"), "must be greater than or equal to 1".into()));
+            problems.push(top(
+                at,
+                &format!("fanout[{i}]"),
+                "Invalid value: 0: must be greater than or equal to 1".into(),
+            ));
         }
     }
     if g.node_count() > MAX_GENERATED_NODES {
@@ -278,12 +506,27 @@ fn validate_generate(
     }
     for (name, q) in &g.allocatable {
         if let Err(m) = check_quantity(name, q) {
-            problems.push(top(at, &format!("allocatable.{name}"), m));
+            problems.push(top(
+                at,
+                &format!("allocatable{}", bracket(name)),
+                format!("Invalid value: {}: {m}", echo(&q.0)),
+            ));
         }
     }
     for (k, v) in &g.labels {
-        if let Err(m) = check_label_key(k).and_then(|_| check_label_value(v)) {
-            problems.push(top(at, &format!("labels.{k}"), m));
+        if let Err(m) = check_label_key(k) {
+            problems.push(top(
+                at,
+                &format!("labels{}", bracket(k)),
+                format!("Invalid value: {}: {m}", echo(k)),
+            ));
+        }
+        if let Err(m) = check_label_value(v) {
+            problems.push(top(
+                at,
+                &format!("labels{}", bracket(k)),
+                format!("Invalid value: {}: {m}", echo(v)),
+            ));
         }
     }
 }
@@ -294,18 +537,27 @@ fn validate_expect(e: &Expect, at: &str, line: u64, column: u64, problems: &mut 
     };
     for key in e.pods.keys() {
         if split_key(key).is_none() {
-            p(format!("pods.{key}"), "expected a namespace/name key".into());
+            p(
+                format!("pods{}", bracket(key)),
+                format!("Invalid value: {}: expected a namespace/name key", echo(key)),
+            );
         }
     }
     for (key, g) in &e.pod_groups {
         if split_key(key).is_none() {
-            p(format!("podGroups.{key}"), "expected a namespace/name key".into());
+            p(
+                format!("podGroups{}", bracket(key)),
+                format!("Invalid value: {}: expected a namespace/name key", echo(key)),
+            );
         }
         if let Some(c) = &g.condition {
             if !matches!(c.status.as_str(), "True" | "False" | "Unknown") {
                 p(
-                    format!("podGroups.{key}.condition.status"),
-                    format!("{:?} must be True, False or Unknown", c.status),
+                    format!("podGroups{}.condition.status", bracket(key)),
+                    format!(
+                        "Unsupported value: {}: supported values: \"True\", \"False\", \"Unknown\"",
+                        echo(&c.status)
+                    ),
                 );
             }
         }
@@ -319,7 +571,7 @@ fn validate_expect(e: &Expect, at: &str, line: u64, column: u64, problems: &mut 
                     p(field, "an object pattern is a mapping with apiVersion and kind".into())
                 }
                 (Some(a), Some(k)) if Kind::from_type(a, k).is_none() => {
-                    p(field, format!("unknown apiVersion/kind {a:?} {k:?}"));
+                    p(field, format!("unknown apiVersion/kind {} {}", echo(a), echo(k)));
                 }
                 (Some(_), Some(_)) => {}
                 _ => p(field, "apiVersion and kind are required".into()),
@@ -328,392 +580,11 @@ fn validate_expect(e: &Expect, at: &str, line: u64, column: u64, problems: &mut 
     }
 }
 
-/// Where a problem is reported: the manifest's position and the object's identity.
-struct Ctx<'a> {
-    problems: &'a mut Vec<Problem>,
-    at: String,
-    line: u64,
-    column: u64,
-    object: String,
-}
-
-impl<'a> Ctx<'a> {
-    fn new(m: &Manifest, problems: &'a mut Vec<Problem>) -> Self {
-        let r = m.object.object_ref();
-        let object = if r.name.is_empty() { format!("{} (unnamed)", r.kind) } else { r.to_string() };
-        Ctx { problems, at: m.path.clone(), line: m.line, column: m.column, object }
-    }
-
-    fn err(&mut self, field: impl Into<String>, message: String) {
-        self.problems.push(Problem {
-            line: self.line,
-            column: self.column,
-            at: self.at.clone(),
-            object: Some(self.object.clone()),
-            field: field.into(),
-            message,
-        });
-    }
-}
-
-fn validate_object(cx: &mut Ctx<'_>, obj: &Object) {
-    validate_meta(cx, obj.metadata(), obj.kind().namespaced());
-    match obj {
-        Object::Node(n) => {
-            if let Some(status) = &n.status {
-                for (list, values) in [("allocatable", &status.allocatable), ("capacity", &status.capacity)] {
-                    for (name, q) in values.iter().flatten() {
-                        if let Err(m) = check_quantity(name, q) {
-                            cx.err(format!("status.{list}.{name}"), m);
-                        }
-                    }
-                }
-            }
-            for (i, t) in n.spec.iter().flat_map(|s| s.taints.iter().flatten()).enumerate() {
-                validate_taint(cx, &format!("spec.taints[{i}]"), t);
-            }
-        }
-        Object::Pod(p) => match &p.spec {
-            Some(spec) => validate_pod_spec(cx, "spec", spec),
-            None => cx.err("spec", "is required".into()),
-        },
-        Object::Job(j) => match j.spec.as_ref() {
-            None => cx.err("spec", "is required".into()),
-            Some(spec) => {
-                for (field, v) in [("parallelism", spec.parallelism), ("completions", spec.completions)] {
-                    if v.is_some_and(|v| v < 0) {
-                        cx.err(format!("spec.{field}"), "must be greater than or equal to 0".into());
-                    }
-                }
-                if let Some(mode) = &spec.completion_mode {
-                    if !matches!(mode.as_str(), "NonIndexed" | "Indexed") {
-                        cx.err("spec.completionMode", format!("{mode:?} must be NonIndexed or Indexed"));
-                    }
-                }
-                match &spec.template.spec {
-                    Some(ps) => validate_pod_spec(cx, "spec.template.spec", ps),
-                    None => cx.err("spec.template.spec", "is required".into()),
-                }
-            }
-        },
-        Object::CronJob(c) => {
-            if let Err(e) = placer_controllers::cronjob::Schedule::parse(&c.spec.schedule) {
-                cx.err("spec.schedule", e.to_string());
-            }
-            let ps = c.spec.job_template.spec.as_ref().and_then(|s| s.template.spec.as_ref());
-            match ps {
-                Some(ps) => validate_pod_spec(cx, "spec.jobTemplate.spec.template.spec", ps),
-                None => cx.err("spec.jobTemplate.spec.template.spec", "is required".into()),
-            }
-        }
-        Object::PodGroup(pg) => {
-            validate_policy(cx, "spec.schedulingPolicy", &pg.spec.scheduling_policy);
-            validate_constraints(cx, "spec.schedulingConstraints", pg.spec.scheduling_constraints.as_ref());
-            validate_disruption_mode(cx, "spec.disruptionMode", pg.spec.disruption_mode.as_deref());
-            if let Some(w) = pg.spec.pod_group_template_ref.as_ref().and_then(|r| r.workload.as_ref()) {
-                if w.workload_name.is_empty() {
-                    cx.err("spec.podGroupTemplateRef.workload.workloadName", "is required".into());
-                }
-                if w.pod_group_template_name.is_empty() {
-                    cx.err("spec.podGroupTemplateRef.workload.podGroupTemplateName", "is required".into());
-                }
-            }
-        }
-        Object::Workload(w) => {
-            if w.spec.pod_group_templates.is_empty() {
-                cx.err("spec.podGroupTemplates", "must list at least one template".into());
-            }
-            let mut names = BTreeSet::new();
-            for (i, t) in w.spec.pod_group_templates.iter().enumerate() {
-                let path = format!("spec.podGroupTemplates[{i}]");
-                if t.name.is_empty() {
-                    cx.err(format!("{path}.name"), "is required".into());
-                } else if let Err(m) = check_dns_label(&t.name) {
-                    cx.err(format!("{path}.name"), m);
-                } else if !names.insert(&t.name) {
-                    cx.err(format!("{path}.name"), format!("duplicate template name {:?}", t.name));
-                }
-                validate_policy(cx, &format!("{path}.schedulingPolicy"), &t.scheduling_policy);
-                validate_constraints(
-                    cx,
-                    &format!("{path}.schedulingConstraints"),
-                    t.scheduling_constraints.as_ref(),
-                );
-                validate_disruption_mode(cx, &format!("{path}.disruptionMode"), t.disruption_mode.as_deref());
-            }
-            if let Some(r) = &w.spec.controller_ref {
-                if r.kind.is_empty() {
-                    cx.err("spec.controllerRef.kind", "is required".into());
-                }
-                if r.name.is_empty() {
-                    cx.err("spec.controllerRef.name", "is required".into());
-                }
-            }
-        }
-        Object::PriorityClass(pc) => {
-            if pc.value.is_none() {
-                cx.err("value", "is required".into());
-            }
-        }
-        Object::PodDisruptionBudget(pdb) => {
-            if let Some(spec) = &pdb.spec {
-                if spec.min_available.is_some() && spec.max_unavailable.is_some() {
-                    cx.err("spec", "minAvailable and maxUnavailable cannot both be set".into());
-                }
-            }
-        }
-    }
-}
-
-fn validate_meta(cx: &mut Ctx<'_>, meta: &ObjectMeta, namespaced: bool) {
-    match meta.name.as_deref() {
-        None | Some("") => cx.err("metadata.name", "is required".into()),
-        Some(name) => {
-            if let Err(m) = check_dns_subdomain(name) {
-                cx.err("metadata.name", m);
-            }
-        }
-    }
-    if namespaced {
-        if let Some(ns) = meta.namespace.as_deref() {
-            if let Err(m) = check_dns_label(ns) {
-                cx.err("metadata.namespace", m);
-            }
-        }
-    }
-    for (k, v) in meta.labels.iter().flatten() {
-        if let Err(m) = check_label_key(k).and_then(|_| check_label_value(v)) {
-            cx.err(format!("metadata.labels.{k}"), m);
-        }
-    }
-    for k in meta.annotations.iter().flatten().map(|(k, _)| k) {
-        if let Err(m) = check_label_key(k) {
-            cx.err(format!("metadata.annotations.{k}"), m);
-        }
-    }
-}
-
-fn validate_policy(cx: &mut Ctx<'_>, path: &str, policy: &PodGroupSchedulingPolicy) {
-    match (&policy.gang, &policy.basic) {
-        (Some(gang), None) => {
-            if gang.min_count < 1 {
-                cx.err(format!("{path}.gang.minCount"), "must be greater than or equal to 1".into());
-            }
-        }
-        (None, Some(_)) => {}
-        _ => cx.err(path.to_string(), "exactly one of gang or basic is required".into()),
-    }
-}
-
-fn validate_constraints(cx: &mut Ctx<'_>, path: &str, c: Option<&PodGroupSchedulingConstraints>) {
-    let Some(topology) = c.and_then(|c| c.topology.as_ref()) else { return };
-    if topology.len() > 1 {
-        cx.err(format!("{path}.topology"), format!("must have at most 1 entry, has {}", topology.len()));
-    }
-    for (i, t) in topology.iter().enumerate() {
-        if let Err(m) = check_label_key(&t.key) {
-            cx.err(format!("{path}.topology[{i}].key"), m);
-        }
-    }
-}
-
-fn validate_disruption_mode(cx: &mut Ctx<'_>, path: &str, mode: Option<&str>) {
-    if let Some(mode) = mode {
-        if !matches!(mode, "Pod" | "PodGroup") {
-            cx.err(path.to_string(), format!("{mode:?} must be Pod or PodGroup"));
-        }
-    }
-}
-
-fn validate_taint(cx: &mut Ctx<'_>, path: &str, t: &Taint) {
-    if let Err(m) = check_label_key(&t.key) {
-        cx.err(format!("{path}.key"), m);
-    }
-    if !matches!(t.effect.as_str(), "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
-        cx.err(
-            format!("{path}.effect"),
-            format!("{:?} must be NoSchedule, PreferNoSchedule or NoExecute", t.effect),
-        );
-    }
-}
-
-fn validate_toleration(cx: &mut Ctx<'_>, path: &str, t: &Toleration) {
-    let op = t.operator.as_deref().unwrap_or("Equal");
-    if !matches!(op, "Equal" | "Exists") {
-        cx.err(format!("{path}.operator"), format!("{op:?} must be Equal or Exists"));
-    }
-    if op == "Exists" && t.value.as_deref().is_some_and(|v| !v.is_empty()) {
-        cx.err(format!("{path}.value"), "must be empty when operator is Exists".into());
-    }
-    if let Some(effect) = t.effect.as_deref().filter(|e| !e.is_empty()) {
-        if !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
-            cx.err(
-                format!("{path}.effect"),
-                format!("{effect:?} must be NoSchedule, PreferNoSchedule or NoExecute"),
-            );
-        }
-    }
-}
-
-fn validate_pod_spec(cx: &mut Ctx<'_>, path: &str, spec: &PodSpec) {
-    if spec.containers.is_empty() {
-        cx.err(format!("{path}.containers"), "is required: a pod needs at least one container".into());
-    }
-    let mut names = BTreeSet::new();
-    let all = spec.containers.iter().map(|c| ("containers", c));
-    let inits = spec.init_containers.iter().flatten().map(|c| ("initContainers", c));
-    let mut index: BTreeMap<&str, usize> = BTreeMap::new();
-    for (list, c) in all.chain(inits) {
-        let i = index.entry(list).or_insert(0);
-        let cpath = format!("{path}.{list}[{i}]");
-        *i += 1;
-        validate_container(cx, &cpath, c);
-        if !c.name.is_empty() && !names.insert(c.name.clone()) {
-            cx.err(format!("{cpath}.name"), format!("duplicate container name {:?}", c.name));
-        }
-    }
-    for (name, q) in spec.overhead.iter().flatten() {
-        if let Err(m) = check_quantity(name, q) {
-            cx.err(format!("{path}.overhead.{name}"), m);
-        }
-    }
-    if let Some(group) = &spec.scheduling_group {
-        if group.pod_group_name.as_deref().is_none_or(str::is_empty) {
-            cx.err(format!("{path}.schedulingGroup.podGroupName"), "is required".into());
-        }
-    }
-    for (i, t) in spec.tolerations.iter().flatten().enumerate() {
-        validate_toleration(cx, &format!("{path}.tolerations[{i}]"), t);
-    }
-    for (k, v) in spec.node_selector.iter().flatten() {
-        if let Err(m) = check_label_key(k).and_then(|_| check_label_value(v)) {
-            cx.err(format!("{path}.nodeSelector.{k}"), m);
-        }
-    }
-}
-
-fn validate_container(cx: &mut Ctx<'_>, path: &str, c: &Container) {
-    if c.name.is_empty() {
-        cx.err(format!("{path}.name"), "is required".into());
-    }
-    let Some(ResourceRequirements { requests, limits, .. }) = &c.resources else { return };
-    let mut parsed: BTreeMap<(&str, &str), i64> = BTreeMap::new();
-    for (list, values) in [("requests", requests), ("limits", limits)] {
-        for (name, q) in values.iter().flatten() {
-            match check_quantity(name, q) {
-                Ok(v) => {
-                    parsed.insert((list, name.as_str()), v);
-                }
-                Err(m) => cx.err(format!("{path}.resources.{list}.{name}"), m),
-            }
-        }
-    }
-    for ((list, name), request) in &parsed {
-        if *list != "requests" {
-            continue;
-        }
-        if let Some(limit) = parsed.get(&("limits", name)) {
-            if request > limit {
-                cx.err(
-                    format!("{path}.resources.requests.{name}"),
-                    format!("must be less than or equal to the {name} limit"),
-                );
-            }
-        }
-    }
-}
-
-/// Parses a quantity of resource `name` (cpu in millicores, the rest in units) and
-/// requires it to be non-negative.
-pub(crate) fn check_quantity(name: &str, q: &Quantity) -> Result<i64, String> {
-    let parsed = if name == "cpu" { parse_milli(&q.0) } else { parse_units(&q.0) };
-    match parsed {
-        Err(e) => Err(e.to_string()),
-        Ok(v) if v < 0 => Err(format!("must be greater than or equal to 0, got {:?}", q.0)),
-        Ok(v) => Ok(v),
-    }
-}
-
 fn is_kebab(s: &str) -> bool {
     !s.is_empty()
         && !s.starts_with('-')
         && !s.ends_with('-')
         && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-}
-
-fn alnum(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
-}
-
-/// RFC 1123 label: at most 63 lowercase alphanumerics or '-', alphanumeric at both ends.
-pub(crate) fn check_dns_label(s: &str) -> Result<(), String> {
-    let b = s.as_bytes();
-    let ok = !b.is_empty()
-        && b.len() <= 63
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && alnum(b[0])
-        && alnum(b[b.len() - 1]);
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{s:?} must be a DNS label: at most 63 lowercase letters, digits or '-', starting and ending with a letter or digit"
-        ))
-    }
-}
-
-/// RFC 1123 subdomain: at most 253 characters, dot-separated labels.
-pub(crate) fn check_dns_subdomain(s: &str) -> Result<(), String> {
-    let b = s.as_bytes();
-    let ok = !b.is_empty()
-        && b.len() <= 253
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-' || *c == b'.')
-        && alnum(b[0])
-        && alnum(b[b.len() - 1]);
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{s:?} must be a DNS subdomain: lowercase letters, digits, '-' or '.', starting and ending with a letter or digit"
-        ))
-    }
-}
-
-fn check_name_part(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter().all(|c| alnum(*c) || matches!(c, b'-' | b'_' | b'.'))
-        && alnum(b[0])
-        && alnum(b[b.len() - 1])
-}
-
-/// A label (or annotation) key: `[prefix/]name`, prefix a DNS subdomain, name at most 63
-/// characters of `[A-Za-z0-9-_.]` with alphanumeric ends.
-pub(crate) fn check_label_key(key: &str) -> Result<(), String> {
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
-    let prefix_ok = prefix.is_none_or(|p| check_dns_subdomain(p).is_ok());
-    if prefix_ok && check_name_part(name) {
-        Ok(())
-    } else {
-        Err(format!(
-            "{key:?} is not a valid label key: an optional DNS-subdomain prefix and '/', then at most 63 characters of [A-Za-z0-9-_.] starting and ending with a letter or digit"
-        ))
-    }
-}
-
-/// A label value: empty, or at most 63 characters of `[A-Za-z0-9-_.]` with alphanumeric ends.
-pub(crate) fn check_label_value(value: &str) -> Result<(), String> {
-    if value.is_empty() || check_name_part(value) {
-        Ok(())
-    } else {
-        Err(format!(
-            "{value:?} is not a valid label value: at most 63 characters of [A-Za-z0-9-_.] starting and ending with a letter or digit"
-        ))
-    }
 }
 
 #[cfg(test)]
@@ -730,7 +601,8 @@ mod tests {
         }
     }
 
-    const POD: &str = "{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: [{name: c}]}}";
+    const POD: &str =
+        "{apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: [{name: c, image: i}]}}";
 
     #[test]
     fn a_minimal_scenario_is_valid() {
@@ -738,16 +610,16 @@ mod tests {
     }
 
     #[test]
-    fn negative_and_unparsable_quantities_name_the_field() {
+    fn negative_and_unparsable_quantities_name_the_field_on_its_line() {
         let got = problems(
             "name: t\nsubmit:\n  - apiVersion: v1\n    kind: Pod\n    metadata: {name: p0}\n    spec:\n      \
-             containers: [{name: c, resources: {requests: {cpu: '-1', memory: lots}}}]\n",
+             containers:\n        - name: c\n          image: i\n          resources:\n            requests: {cpu: '-1', memory: lots}\n",
         );
         assert_eq!(
             got,
             [
-                "t.yaml:3:5: submit[0]: Pod default/p0: spec.containers[0].resources.requests.cpu: must be greater than or equal to 0, got \"-1\"",
-                "t.yaml:3:5: submit[0]: Pod default/p0: spec.containers[0].resources.requests.memory: invalid quantity \"lots\": expected a number with an optional suffix (e.g. 500m, 2, 1.5Gi)",
+                "t.yaml:11:24: submit[0]: Pod default/p0: spec.containers[0].resources.requests[cpu]: Invalid value: \"-1\": must be greater than or equal to 0",
+                "t.yaml:11:35: submit[0]: Pod default/p0: spec.containers[0].resources.requests[memory]: Invalid value: \"lots\": must be a quantity: a number with an optional suffix (e.g. 500m, 2, 1.5Gi)",
             ]
         );
     }
@@ -756,22 +628,23 @@ mod tests {
     fn requests_above_limits_are_invalid() {
         let got = problems(
             "name: t\nsubmit:\n  - {apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: \
-             [{name: c, resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}}]}}\n",
+             [{name: c, image: i, resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}}]}}\n",
         );
         assert_eq!(got.len(), 1);
         assert!(got[0].ends_with(
-            "spec.containers[0].resources.requests.cpu: must be less than or equal to the cpu limit"
-        ));
+            "spec.containers[0].resources.requests[cpu]: Invalid value: \"2\": must be less than or equal to cpu limit of 1"
+        ), "{}", got[0]);
     }
 
     #[test]
-    fn pods_need_a_spec_and_containers() {
-        let got = problems("name: t\nsubmit:\n  - {apiVersion: v1, kind: Pod, metadata: {name: a}}\n  - {apiVersion: v1, kind: Pod, metadata: {name: b}, spec: {containers: []}}\n");
+    fn pods_need_a_spec_and_containers_with_images() {
+        let got = problems("name: t\nsubmit:\n  - {apiVersion: v1, kind: Pod, metadata: {name: a}}\n  - {apiVersion: v1, kind: Pod, metadata: {name: b}, spec: {containers: []}}\n  - {apiVersion: v1, kind: Pod, metadata: {name: c}, spec: {containers: [{name: c}]}}\n");
         assert_eq!(
             got,
             [
-                "t.yaml:3:5: submit[0]: Pod default/a: spec: is required",
-                "t.yaml:4:5: submit[1]: Pod default/b: spec.containers: is required: a pod needs at least one container",
+                "t.yaml:3:5: submit[0]: Pod default/a: spec: Required value",
+                "t.yaml:4:61: submit[1]: Pod default/b: spec.containers: Required value: a pod needs at least one container",
+                "t.yaml:5:74: submit[2]: Pod default/c: spec.containers[0].image: Required value",
             ]
         );
     }
@@ -792,9 +665,9 @@ mod tests {
         assert_eq!(
             got,
             [
-                "t.yaml:3:5: submit[0]: PodGroup default/zero: spec.schedulingPolicy.gang.minCount: must be greater than or equal to 1",
-                "t.yaml:4:5: submit[1]: PodGroup default/both: spec.schedulingPolicy: exactly one of gang or basic is required",
-                "t.yaml:5:5: submit[2]: PodGroup default/none: spec.schedulingPolicy: exactly one of gang or basic is required",
+                "t.yaml:3:119: submit[0]: PodGroup default/zero: spec.schedulingPolicy.gang.minCount: Required value: must be greater than or equal to 1",
+                "t.yaml:4:93: submit[1]: PodGroup default/both: spec.schedulingPolicy: Invalid value: \"{`basic`, `gang`}\": exactly one of `basic`, `gang` is required, but multiple fields are set",
+                "t.yaml:5:93: submit[2]: PodGroup default/none: spec.schedulingPolicy: Invalid value: \"\": must specify one of: `basic`, `gang`",
             ]
         );
     }
@@ -802,21 +675,57 @@ mod tests {
     #[test]
     fn a_podgroup_without_spec_is_reported_not_defaulted() {
         let got = problems("name: t\nsubmit:\n  - {apiVersion: scheduling.k8s.io/v1alpha2, kind: PodGroup, metadata: {name: pg}}\n");
-        assert_eq!(got, ["t.yaml:3:5: submit[0]: PodGroup default/pg: spec.schedulingPolicy: exactly one of gang or basic is required"]);
+        assert_eq!(got, ["t.yaml:3:5: submit[0]: PodGroup default/pg: spec.schedulingPolicy: Invalid value: \"\": must specify one of: `basic`, `gang`"]);
     }
 
     #[test]
     fn a_pod_naming_a_missing_podgroup_is_fine() {
-        let got = problems("name: t\nsubmit:\n  - {apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {schedulingGroup: {podGroupName: later}, containers: [{name: c}]}}\n");
+        let got = problems("name: t\nsubmit:\n  - {apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {schedulingGroup: {podGroupName: later}, containers: [{name: c, image: i}]}}\n");
         assert!(got.is_empty(), "{got:?}");
     }
 
     #[test]
     fn duplicate_names_within_kind_and_namespace() {
         let got = problems(&format!(
-            "name: t\nsubmit:\n  - {POD}\n  - {POD}\n  - {{apiVersion: v1, kind: Pod, metadata: {{name: p, namespace: other}}, spec: {{containers: [{{name: c}}]}}}}\n"
+            "name: t\nsubmit:\n  - {POD}\n  - {POD}\n  - {{apiVersion: v1, kind: Pod, metadata: {{name: p, namespace: other}}, spec: {{containers: [{{name: c, image: i}}]}}}}\n"
         ));
-        assert_eq!(got, ["t.yaml:4:5: submit[1]: Pod default/p: metadata.name: duplicate Pod default/p: the name is already used"]);
+        assert_eq!(got, ["t.yaml:4:44: submit[1]: Pod default/p: metadata.name: Duplicate value: \"p\": submit[0] created Pod default/p already and nothing in between deletes it (the API server would answer AlreadyExists)"]);
+    }
+
+    #[test]
+    fn duplicates_across_steps_are_found_unless_something_deleted_the_first() {
+        let pc = |name: &str| {
+            format!("{{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {{name: {name}}}, value: 1}}")
+        };
+        let got = problems(&format!(
+            "name: t\nsubmit:\n  - {}\nsteps:\n  - submit: [{}]\n  - submit: [{}, {}]\n",
+            pc("a"),
+            pc("b"),
+            pc("a"),
+            pc("c")
+        ));
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(got[0].starts_with("t.yaml:6:81: steps[1].submit[0]: PriorityClass a: metadata.name: Duplicate value: \"a\": submit[0] created PriorityClass a already"), "{}", got[0]);
+        // A pod deleted in between may come back; so may one the cluster may have evicted.
+        let got = problems(&format!(
+            "name: t\nsubmit:\n  - {POD}\nsteps:\n  - deletePod: default/p\n  - submit: [{POD}]\n"
+        ));
+        assert!(got.is_empty(), "{got:?}");
+        let got = problems(&format!(
+            "name: t\ncluster:\n  nodes: [{{metadata: {{name: n1}}}}]\nsubmit:\n  - {POD}\nsteps:\n  - taint: {{node: n1, key: k, effect: NoExecute}}\n  - submit: [{POD}]\n"
+        ));
+        assert!(got.is_empty(), "{got:?}");
+        // A node that stops being Ready, or is patched, may have its pods evicted too.
+        for step in [
+            "markNotReady: n1",
+            "markUnreachable: n1",
+            "patch: {apiVersion: v1, kind: Node, metadata: {name: n1}, spec: {unschedulable: true}}",
+        ] {
+            let got = problems(&format!(
+                "name: t\ncluster:\n  nodes: [{{metadata: {{name: n1}}}}]\nsubmit:\n  - {POD}\nsteps:\n  - {step}\n  - submit: [{POD}]\n"
+            ));
+            assert!(got.is_empty(), "{step}: {got:?}");
+        }
     }
 
     #[test]
@@ -844,9 +753,14 @@ mod tests {
             "name: t\nscheduler:\n  featureGates: {NoSuchGate: true}\n  profile: {topologyLevels: [rack, rack]}\n",
         );
         assert_eq!(got.len(), 2, "{got:?}");
-        assert!(got[0]
-            .starts_with("t.yaml: scheduler.featureGates: NoSuchGate: unknown feature gate \"NoSuchGate\""));
-        assert_eq!(got[1], "t.yaml: scheduler.profile: topologyLevels[1]: duplicate level \"rack\"");
+        assert!(
+            got[0].starts_with(
+                "t.yaml:3:18: scheduler.featureGates: NoSuchGate: unknown feature gate \"NoSuchGate\""
+            ),
+            "{}",
+            got[0]
+        );
+        assert_eq!(got[1], "t.yaml:4:36: scheduler.profile: topologyLevels[1]: Duplicate value: \"rack\": the level is listed twice");
     }
 
     #[test]
@@ -855,23 +769,48 @@ mod tests {
             "name: Bad_Name\ncluster:\n  nodes:\n    - metadata: {name: N1, labels: {'bad key!': x, ok: 'has space'}}\n",
         );
         assert_eq!(got.len(), 4, "{got:?}");
-        assert!(got[0].contains("must be kebab-case"));
-        assert!(got[1].contains("metadata.name: \"N1\" must be a DNS subdomain"));
-        assert!(got[2].contains("metadata.labels.bad key!: \"bad key!\" is not a valid label key"));
-        assert!(got[3].contains("metadata.labels.ok: \"has space\" is not a valid label value"));
+        assert!(
+            got[0].starts_with("t.yaml:1:1: name: Invalid value: \"Bad_Name\": must be kebab-case"),
+            "{}",
+            got[0]
+        );
+        assert!(got[1].contains("4:18: cluster.nodes[0]: Node N1: metadata.name: Invalid value: \"N1\": a lowercase RFC 1123 subdomain"), "{}", got[1]);
+        assert!(got[2].contains("4:37: cluster.nodes[0]: Node N1: metadata.labels[bad key!]: Invalid value: \"bad key!\": name part must consist"), "{}", got[2]);
+        assert!(
+            got[3].contains("metadata.labels[ok]: Invalid value: \"has space\": a valid label must be"),
+            "{}",
+            got[3]
+        );
     }
 
     #[test]
     fn bound_pods_need_an_existing_node() {
         let got = problems(
-            "name: t\ncluster:\n  nodes: [{metadata: {name: n1}}]\n  pods:\n    - {metadata: {name: a}, spec: {nodeName: n2, containers: [{name: c}]}}\n    - {metadata: {name: b}, spec: {containers: [{name: c}]}}\n",
+            "name: t\ncluster:\n  nodes: [{metadata: {name: n1}}]\n  pods:\n    - {metadata: {name: a}, spec: {nodeName: n2, containers: [{name: c, image: i}]}}\n    - {metadata: {name: b}, spec: {containers: [{name: c, image: i}]}}\n",
         );
-        assert_eq!(
-            got,
-            [
-                "t.yaml:5:7: cluster.pods[0]: Pod default/a: spec.nodeName: node \"n2\" is not in the cluster",
-                "t.yaml:6:7: cluster.pods[1]: Pod default/b: spec.nodeName: is required: cluster.pods are pods already bound to a node",
-            ]
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0], "t.yaml:6:29: cluster.pods[1]: Pod default/b: spec.nodeName: Required value: cluster.pods are pods already bound to a node");
+        assert!(got[1].starts_with("t.yaml:5:36: cluster.pods[0]: Pod default/a: spec.nodeName: Invalid value: \"n2\": no such node at this point of the scenario"), "{}", got[1]);
+    }
+
+    #[test]
+    fn submitted_pods_bound_to_missing_nodes_are_rejected() {
+        let got = problems(
+            "name: t\ncluster:\n  nodes: [{metadata: {name: n1}}]\nsubmit:\n  - {apiVersion: v1, kind: Pod, metadata: {name: a}, spec: {nodeName: ghost, containers: [{name: c, image: i}]}}\nsteps:\n  - deleteNode: n1\n  - submit: [{apiVersion: v1, kind: Pod, metadata: {name: b}, spec: {nodeName: n1, containers: [{name: c, image: i}]}}]\n",
+        );
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(
+            got[0]
+                .contains("submit[0]: Pod default/a: spec.nodeName: Invalid value: \"ghost\": no such node"),
+            "{}",
+            got[0]
+        );
+        assert!(
+            got[1].contains(
+                "steps[1].submit[0]: Pod default/b: spec.nodeName: Invalid value: \"n1\": no such node"
+            ),
+            "{}",
+            got[1]
         );
     }
 
@@ -883,8 +822,8 @@ mod tests {
         assert_eq!(
             got,
             [
-                "t.yaml: cluster.generate: fanout: has 1 entries, levels has 2: give one fanout per level",
-                "t.yaml: cluster.generate: allocatable.cpu: must be greater than or equal to 0, got \"-4\"",
+                "t.yaml:3:30: cluster.generate: fanout: has 1 entries, levels has 2: give one fanout per level",
+                "t.yaml:3:57: cluster.generate: allocatable.cpu: Invalid value: \"-4\": must be greater than or equal to 0",
             ]
         );
     }
@@ -898,10 +837,10 @@ mod tests {
         assert_eq!(
             got,
             [
-                "t.yaml: expect: pods.p0: expected a namespace/name key",
-                "t.yaml: expect: podGroups.default/pg.condition.status: \"maybe\" must be True, False or Unknown",
-                "t.yaml: expect: objects[0]: unknown apiVersion/kind \"apps/v1\" \"Deployment\"",
-                "t.yaml: expect: absent[0]: apiVersion and kind are required",
+                "t.yaml:3:10: expect: pods.p0: Invalid value: \"p0\": expected a namespace/name key",
+                "t.yaml:4:49: expect: podGroups[default/pg].condition.status: Unsupported value: \"maybe\": supported values: \"True\", \"False\", \"Unknown\"",
+                "t.yaml:5:13: expect: objects[0]: unknown apiVersion/kind \"apps/v1\" \"Deployment\"",
+                "t.yaml:6:12: expect: absent[0]: apiVersion and kind are required",
             ]
         );
     }
@@ -909,6 +848,17 @@ mod tests {
     #[test]
     fn taint_steps_need_a_known_effect() {
         let got = problems("name: t\nsteps:\n  - taint: {node: n1, key: k, effect: Sometimes}\n");
-        assert_eq!(got, ["t.yaml:3:5: steps[0]: taint.effect: \"Sometimes\" must be NoSchedule, PreferNoSchedule or NoExecute"]);
+        assert_eq!(got, ["t.yaml:3:31: steps[0]: taint.effect: Unsupported value: \"Sometimes\": supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\""]);
+    }
+
+    #[test]
+    fn cronjob_schedules_must_parse() {
+        let got = problems("name: t\nsubmit:\n  - {apiVersion: batch/v1, kind: CronJob, metadata: {name: c}, spec: {schedule: 'every day', jobTemplate: {spec: {template: {spec: {restartPolicy: Never, containers: [{name: c, image: i}]}}}}}}\n");
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].contains("submit[0]: CronJob default/c: spec.schedule: Invalid value: \"every day\":"),
+            "{}",
+            got[0]
+        );
     }
 }

@@ -97,7 +97,10 @@ fn yaml_syntax_error_names_file_line_and_column() {
     let (path, err) = load_error("bad/yaml-syntax.yaml");
     let LoadError::Yaml { line, column, .. } = &err else { panic!("expected a YAML error, got {err}") };
     assert_eq!((*line, *column), (4, 3));
-    assert_eq!(err.to_string(), format!("{}:4:3: \"-\" is only valid inside a block", path.display()));
+    assert_eq!(
+        err.to_string(),
+        format!("{}:4:3: submit: \"-\" is only valid inside a block", path.display())
+    );
 }
 
 #[test]
@@ -106,8 +109,8 @@ fn negative_cpu_request_names_object_and_field() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{}:8:5: submit[0]: Pod default/p0: spec.containers[0].resources.requests.cpu: \
-             must be greater than or equal to 0, got \"-1\"",
+            "{}:12:63: submit[0]: Pod default/p0: spec.containers[0].resources.requests[cpu]: \
+             Invalid value: \"-1\": must be greater than or equal to 0",
             path.display()
         )
     );
@@ -120,8 +123,8 @@ fn min_count_zero_is_rejected() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{}:4:5: submit[0]: PodGroup default/pg: spec.schedulingPolicy.gang.minCount: \
-             must be greater than or equal to 1",
+            "{}:8:33: submit[0]: PodGroup default/pg: spec.schedulingPolicy.gang.minCount: \
+             Required value: must be greater than or equal to 1",
             path.display()
         )
     );

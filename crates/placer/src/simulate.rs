@@ -86,7 +86,8 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
                 continue;
             }
             Err(e) => {
-                pb.suspend(|| write_load_error(&mut human, &e))?;
+                // Errors go to stderr, whatever stdout carries.
+                pb.suspend(|| write_load_error(&mut anstream::stderr(), &e))?;
                 status = status.max(Status::BadInput);
                 pb.inc(1);
                 continue;
@@ -118,7 +119,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
                 reports.push(report);
             }
             Err(e) => {
-                pb.suspend(|| writeln!(human, "{FAIL}FAIL{RESET} {e}"))?;
+                pb.suspend(|| writeln!(anstream::stderr(), "{FAIL}FAIL{RESET} {e}"))?;
                 status = status.max(Status::Fail);
             }
         }

@@ -34,7 +34,8 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             )?,
             Err(e) if e.is_expected() => write_expected_rejection(&mut out, file, &e)?,
             Err(e) => {
-                write_load_error(&mut out, &e)?;
+                out.flush()?;
+                write_load_error(&mut anstream::stderr(), &e)?;
                 status = Status::BadInput;
             }
         }

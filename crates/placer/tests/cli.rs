@@ -49,18 +49,22 @@ fn failed_expectation_exits_1_and_says_what_differs() {
 #[test]
 fn bad_input_exits_2_with_the_precise_message() {
     for (rel, message) in [
-        ("bad/yaml-syntax.yaml", ":4:3: \"-\" is only valid inside a block"),
+        ("bad/yaml-syntax.yaml", ":4:3: submit: \"-\" is only valid inside a block"),
         (
             "bad/negative-cpu.yaml",
-            ":8:5: submit[0]: Pod default/p0: spec.containers[0].resources.requests.cpu",
+            ":12:63: submit[0]: Pod default/p0: spec.containers[0].resources.requests[cpu]",
         ),
-        ("bad/mincount-zero.yaml", "spec.schedulingPolicy.gang.minCount: must be greater than or equal to 1"),
+        (
+            "bad/mincount-zero.yaml",
+            "spec.schedulingPolicy.gang.minCount: Required value: must be greater than or equal to 1",
+        ),
     ] {
         for command in ["simulate", "validate"] {
             let out = placer(&[command, path(&fixture(rel))]);
             let (stdout, stderr) = text(&out);
             assert_eq!(out.status.code(), Some(2), "{command} {rel}: {stdout}{stderr}");
-            assert!(stdout.contains(message), "{command} {rel}: {stdout}");
+            assert!(stderr.contains(message), "{command} {rel}: errors go to stderr: {stderr}");
+            assert!(!stdout.contains(message), "{command} {rel}: never to stdout: {stdout}");
             assert!(!stderr.contains("panicked"), "{stderr}");
         }
     }
@@ -132,11 +136,24 @@ fn metrics_are_written_to_a_file_apart_from_the_report() {
 #[test]
 fn missing_file_and_bad_arguments_exit_2() {
     let out = placer(&["simulate", "no/such/file.yaml"]);
-    let (stdout, _) = text(&out);
+    let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stdout.contains("no/such/file.yaml"), "{stdout}");
+    assert!(stderr.contains("no/such/file.yaml"), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
     assert_eq!(placer(&["simulate"]).status.code(), Some(2));
     assert_eq!(placer(&["frobnicate"]).status.code(), Some(2));
+}
+
+#[test]
+fn endless_input_stops_at_the_size_cap_with_a_sentence() {
+    let out = placer(&["validate", "/dev/zero"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("/dev/zero: the file is larger than 16 MiB (16777216 bytes), the most Placer reads"),
+        "{stderr}"
+    );
+    assert!(stdout.is_empty(), "{stdout}");
 }
 
 #[test]

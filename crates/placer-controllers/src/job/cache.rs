@@ -3,6 +3,7 @@
 //! the size of the cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use placer_api::k8s::api::batch::v1::Job;
 use placer_api::k8s::api::core::v1::Pod;
@@ -12,11 +13,12 @@ use rustc_hash::FxHashMap;
 
 use super::gang::{controller_of, pod_group_workload_name, workload_job_name};
 
-/// Cached objects. Pods are kept only when a Job controls them, indexed by the Job's UID.
+/// Cached objects. Pods are kept only when a Job controls them, indexed by the Job's UID,
+/// and shared (a sync reads every pod of its Job without copying them).
 #[derive(Debug, Default)]
 pub(crate) struct Cache {
     pub jobs: BTreeMap<ObjectRef, Job>,
-    pods: FxHashMap<ObjectRef, Pod>,
+    pods: FxHashMap<ObjectRef, Arc<Pod>>,
     pods_by_job: FxHashMap<String, BTreeSet<ObjectRef>>,
     workloads: BTreeMap<ObjectRef, Workload>,
     /// (namespace, Job name of `spec.controllerRef`) -> Workloads.
@@ -65,7 +67,7 @@ impl Cache {
             Object::Job(j) => {
                 self.jobs.insert(r, j);
             }
-            Object::Pod(p) => self.upsert_pod(r, p),
+            Object::Pod(p) => self.upsert_pod(r, Arc::new(p)),
             Object::Workload(w) => {
                 self.remove(&r);
                 if let Some(job) = workload_job_name(&w) {
@@ -90,7 +92,14 @@ impl Cache {
         }
     }
 
-    fn upsert_pod(&mut self, r: ObjectRef, pod: Pod) {
+    /// Inserts or replaces a pod already shared with the caller.
+    pub fn upsert_shared_pod(&mut self, pod: Arc<Pod>) {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
+        let r = ObjectRef::new(Kind::Pod, namespace, pod.metadata.name.clone().unwrap_or_default());
+        self.upsert_pod(r, pod);
+    }
+
+    fn upsert_pod(&mut self, r: ObjectRef, pod: Arc<Pod>) {
         let new_owner = pod_job_owner(&pod).map(|(uid, _)| uid.to_string());
         if let Some(old) = self.pods.get(&r) {
             let old_owner = pod_job_owner(old).map(|(uid, _)| uid.to_string());
@@ -151,7 +160,7 @@ impl Cache {
     }
 
     /// The pods a Job (by UID) controls, ordered by name.
-    pub fn job_pods(&self, job_uid: &str) -> Vec<Pod> {
+    pub fn job_pods(&self, job_uid: &str) -> Vec<Arc<Pod>> {
         self.pods_by_job
             .get(job_uid)
             .into_iter()

@@ -50,6 +50,7 @@ mod validation;
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 
 use placer_api::gates::FeatureGates;
 use placer_api::k8s::api::batch::v1::{Job, JobCondition, JobStatus};
@@ -468,7 +469,7 @@ impl JobController {
         &mut self,
         store: &mut dyn ClusterStore,
         sync: &mut JobSync,
-        pods: &mut [Pod],
+        pods: &mut [Arc<Pod>],
     ) -> Result<(), SyncError> {
         for pod in pods.iter_mut() {
             let run_time = match kubelet::run_time_ms(pod) {
@@ -492,13 +493,14 @@ impl JobController {
             let step = kubelet::kubelet_step(pod, &sync.clock, run_time);
             sync.wake(step.wake_at_ms);
             let Some(status) = step.status else { continue };
-            let mut updated = pod.clone();
+            let mut updated = Pod::clone(pod);
             updated.status = Some(status);
             let name = pod.metadata.name.clone().unwrap_or_default();
             match store.update_status(Object::Pod(updated)) {
                 Ok(Object::Pod(p)) => {
+                    let p = Arc::new(p);
                     *pod = p.clone();
-                    self.cache.upsert(Object::Pod(p));
+                    self.cache.upsert_shared_pod(p);
                     sync.wrote = true;
                 }
                 Ok(_) | Err(StoreError::NotFound(_)) => {}
@@ -510,7 +512,7 @@ impl JobController {
 
     /// On the first sync of a Job, takes the terminal pods that exist as counted, adding to
     /// the status counts only what they do not already include.
-    fn seed_memory(&mut self, sync: &JobSync, pods: &[Pod]) {
+    fn seed_memory(&mut self, sync: &JobSync, pods: &[Arc<Pod>]) {
         let memory = self.memory.entry(sync.uid.clone()).or_default();
         if memory.seeded {
             return;
@@ -573,7 +575,7 @@ impl JobController {
     }
 
     /// Counts terminal pods and pods deleted before they were counted.
-    fn count(&mut self, sync: &mut JobSync, pods: &[Pod]) {
+    fn count(&mut self, sync: &mut JobSync, pods: &[Arc<Pod>]) {
         let memory = self.memory.entry(sync.uid.clone()).or_default();
         sync.pending_taken = memory.pending.len();
         for outcome in &memory.pending {
@@ -625,12 +627,13 @@ impl JobController {
         &mut self,
         store: &mut dyn ClusterStore,
         sync: &mut JobSync,
-        pods: &mut Vec<Pod>,
+        pods: &mut Vec<Arc<Pod>>,
     ) -> Result<(), SyncError> {
         let spec = sync.job.spec.clone().unwrap_or_default();
         let now = sync.clock.now_ms;
         let suspended = spec.suspend == Some(true);
-        let active: Vec<Pod> = pods.iter().filter(|p| pods::is_active(p)).cloned().collect();
+        // Shared, not copied: a sync of a Job of N pods allocates N pointers, not N pods.
+        let active: Vec<Arc<Pod>> = pods.iter().filter(|p| pods::is_active(p)).cloned().collect();
 
         if sync.indexed && sync.completions.is_none() {
             let job = sync.job.clone();
@@ -782,8 +785,8 @@ impl JobController {
         &mut self,
         store: &mut dyn ClusterStore,
         sync: &mut JobSync,
-        pods: &mut Vec<Pod>,
-        active: &[Pod],
+        pods: &mut Vec<Arc<Pod>>,
+        active: &[Arc<Pod>],
         parallelism: i32,
         may_create: bool,
         pod_group: Option<&str>,
@@ -845,8 +848,8 @@ impl JobController {
         &mut self,
         store: &mut dyn ClusterStore,
         sync: &mut JobSync,
-        pods: &mut Vec<Pod>,
-        active: &[Pod],
+        pods: &mut Vec<Arc<Pod>>,
+        active: &[Arc<Pod>],
         parallelism: i32,
         may_create: bool,
     ) -> Result<(), SyncError> {
@@ -857,7 +860,7 @@ impl JobController {
             None => parallelism,
         };
         if active_count > want {
-            let mut order: Vec<&Pod> = active.iter().collect();
+            let mut order: Vec<&Pod> = active.iter().map(|p| &**p).collect();
             order.sort_by_key(|p| removal_rank(p));
             let excess = usize::try_from(active_count - want).unwrap_or(0);
             let doomed: Vec<&Pod> = order.into_iter().rev().take(excess).collect();
@@ -882,14 +885,15 @@ impl JobController {
         store: &mut dyn ClusterStore,
         sync: &mut JobSync,
         pod: Pod,
-    ) -> Result<Pod, SyncError> {
+    ) -> Result<Arc<Pod>, SyncError> {
         let job_name = sync.job.metadata.name.clone().unwrap_or_default();
         match store.create(Object::Pod(pod)) {
             Ok(Object::Pod(created)) => {
                 sync.wrote = true;
                 let name = created.metadata.name.clone().unwrap_or_default();
                 record(store, &sync.job, "Normal", "SuccessfulCreate", format!("Created pod: {name}"));
-                self.cache.upsert(Object::Pod(created.clone()));
+                let created = Arc::new(created);
+                self.cache.upsert_shared_pod(created.clone());
                 Ok(created)
             }
             Ok(other) => Err(SyncError::Store {
@@ -962,13 +966,13 @@ impl JobController {
         &mut self,
         store: &mut dyn ClusterStore,
         sync: &mut JobSync,
-        pods: &[Pod],
+        pods: &[Arc<Pod>],
     ) -> Result<(), SyncError> {
         if sync.deleted {
             return Ok(());
         }
         let old = sync.job.status.clone().unwrap_or_default();
-        let active: Vec<&Pod> = pods.iter().filter(|p| pods::is_active(p)).collect();
+        let active: Vec<&Pod> = pods.iter().filter(|p| pods::is_active(p)).map(|p| &**p).collect();
         let ready = active.iter().filter(|p| pods::is_ready(p)).count();
         let count = |n: i32| (n > 0).then_some(n);
         let new = JobStatus {

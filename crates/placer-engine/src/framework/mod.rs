@@ -44,5 +44,6 @@ pub use status::{Code, FilterResult, FitError, PreResult, Rejection, Status, MAX
 pub use crate::config::{SchedulerConfig, ScoringStrategy};
 #[allow(unused_imports)]
 pub use crate::model::{NodeId, NodeStatic, PodInfo};
-pub use crate::resources::{Resources, CPU, EPHEMERAL_STORAGE, MEMORY};
+pub use crate::resources::{scaled, Resources, CPU, EPHEMERAL_STORAGE, MEMORY};
+pub use crate::snapshot::dra::{ClaimEntry, ClaimWrite, DeviceId, PodClaimState};
 pub use crate::snapshot::{NodeState, Snapshot, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST};

@@ -251,10 +251,10 @@ pub fn requested_after(cycle: &GroupCycle, candidate: &PlacementCandidate<'_>) -
             // `r += non_zero(p.requests)` without building the copy.
             r.add(&p.requests);
             if p.requests.cpu == 0 {
-                r.cpu += DEFAULT_MILLI_CPU_REQUEST;
+                r.cpu = r.cpu.saturating_add(DEFAULT_MILLI_CPU_REQUEST);
             }
             if p.requests.memory == 0 {
-                r.memory += DEFAULT_MEMORY_REQUEST;
+                r.memory = r.memory.saturating_add(DEFAULT_MEMORY_REQUEST);
             }
         }
     }

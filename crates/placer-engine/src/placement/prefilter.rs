@@ -41,7 +41,7 @@ impl Demand {
             values.clear();
             values.extend(cycle.pods.iter().map(|p| p.requests.get(name)));
             values.sort_unstable();
-            let s: i64 = values.iter().take(needed as usize).sum();
+            let s: i64 = values.iter().take(needed as usize).fold(0, |a, &b| a.saturating_add(b));
             sum.set(name, s);
         }
         Demand::Mixed { sum, needed }
@@ -142,10 +142,10 @@ pub(super) fn limiting_uniform(
             .iter()
             .map(|&id| {
                 let n = snap.node(id);
-                let free = n.info.allocatable.get(name) - n.requested.get(name);
+                let free = n.info.allocatable.get(name).saturating_sub(n.requested.get(name));
                 u64::try_from((free / req).max(0)).unwrap_or(0)
             })
-            .sum();
+            .fold(0u64, u64::saturating_add);
         if copies < needed {
             return reason_for(name);
         }

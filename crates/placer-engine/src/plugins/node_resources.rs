@@ -13,13 +13,13 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use crate::framework::{scaled, Resources, CPU, EPHEMERAL_STORAGE, MEMORY};
 use crate::framework::{
     CycleState, FilterPlugin, FilterResult, PreResult, Rejection, ScorePlugin, MAX_NODE_SCORE,
 };
 use crate::framework::{Dependence, SchedulerConfig, ScoringStrategy};
 use crate::framework::{NodeId, PodInfo};
 use crate::framework::{NodeState, Snapshot, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST};
-use crate::framework::{Resources, CPU, EPHEMERAL_STORAGE, MEMORY};
 
 /// Plugin name of `NodeResourcesFit`.
 pub const FIT_NAME: &str = "NodeResourcesFit";
@@ -153,16 +153,16 @@ fn allocatable_and_requested(
 ) -> Option<(i64, i64)> {
     let node_requested = if use_requested { &node.requested } else { &node.non_zero_requested };
     let (alloc, req) = match key {
-        ResourceKey::Cpu => (node.allocatable.cpu, node_requested.cpu + pod_request),
-        ResourceKey::Memory => (node.allocatable.memory, node_requested.memory + pod_request),
+        ResourceKey::Cpu => (node.allocatable.cpu, node_requested.cpu.saturating_add(pod_request)),
+        ResourceKey::Memory => (node.allocatable.memory, node_requested.memory.saturating_add(pod_request)),
         ResourceKey::EphemeralStorage => {
-            (node.allocatable.ephemeral_storage, node.requested.ephemeral_storage + pod_request)
+            (node.allocatable.ephemeral_storage, node.requested.ephemeral_storage.saturating_add(pod_request))
         }
         ResourceKey::Scalar(name) => {
             if pod_request == 0 {
                 return None;
             }
-            (node.allocatable.get(name), node.requested.get(name) + pod_request)
+            (node.allocatable.get(name), node.requested.get(name).saturating_add(pod_request))
         }
     };
     (alloc != 0).then_some((alloc, req))
@@ -178,17 +178,17 @@ enum Scorer {
 }
 
 fn least_requested_score(requested: i64, capacity: i64) -> i64 {
-    if capacity == 0 || requested > capacity {
+    if capacity <= 0 || requested > capacity {
         return 0;
     }
-    (capacity - requested) * MAX_NODE_SCORE / capacity
+    scaled(capacity - requested, MAX_NODE_SCORE, capacity)
 }
 
 fn most_requested_score(requested: i64, capacity: i64) -> i64 {
-    if capacity == 0 {
+    if capacity <= 0 {
         return 0;
     }
-    requested.min(capacity) * MAX_NODE_SCORE / capacity
+    scaled(requested.min(capacity), MAX_NODE_SCORE, capacity)
 }
 
 /// kube's `BuildBrokenLinearFunction`.
@@ -266,8 +266,11 @@ impl NodeResourcesFit {
                     weight_sum += r.weight;
                 }
                 Scorer::RequestedToCapacityRatio(shape) => {
-                    let utilization =
-                        if req > alloc { MAX_UTILIZATION } else { req * MAX_UTILIZATION / alloc };
+                    let utilization = if req > alloc || alloc <= 0 {
+                        MAX_UTILIZATION
+                    } else {
+                        scaled(req, MAX_UTILIZATION, alloc)
+                    };
                     let s = broken_linear(shape, utilization);
                     if s > 0 {
                         node_score += s * r.weight;

@@ -14,10 +14,10 @@
 //! 2-cpu nodes already holding 2 cpu -> 83.
 
 use crate::framework::GroupCycle;
-use crate::framework::Resources;
 use crate::framework::ScoringStrategy;
 use crate::framework::Snapshot;
 use crate::framework::{requested_after, PlacementCandidate, PlacementScore};
+use crate::framework::{scaled, Resources};
 use crate::framework::{Status, MAX_NODE_SCORE};
 
 /// Plugin name (shared with the pod-level plugin, and so is its weight).
@@ -74,21 +74,21 @@ pub fn strategy_score(strategy: &ScoringStrategy, requested: &Resources, allocat
         }
         let req = requested.get(name);
         let score = match strategy {
-            ScoringStrategy::MostAllocated { .. } => req.clamp(0, alloc) * MAX_NODE_SCORE / alloc,
+            ScoringStrategy::MostAllocated { .. } => scaled(req.clamp(0, alloc), MAX_NODE_SCORE, alloc),
             ScoringStrategy::LeastAllocated { .. } => {
                 if req > alloc {
                     0
                 } else {
-                    (alloc - req.max(0)) * MAX_NODE_SCORE / alloc
+                    scaled(alloc - req.max(0), MAX_NODE_SCORE, alloc)
                 }
             }
             ScoringStrategy::RequestedToCapacityRatio { .. } => {
-                let utilization = if req > alloc { 100 } else { req.max(0) * 100 / alloc };
+                let utilization = if req > alloc { 100 } else { scaled(req.max(0), 100, alloc) };
                 broken_linear(&points, utilization)
             }
         };
-        total += score * weight;
-        weights += weight;
+        total = total.saturating_add(score.saturating_mul(*weight));
+        weights = weights.saturating_add(*weight);
     }
     if weights <= 0 {
         return 0;
@@ -122,6 +122,13 @@ mod tests {
 
     fn cpu(milli: i64) -> Resources {
         Resources { cpu: milli, ..Resources::default() }
+    }
+
+    #[test]
+    fn amounts_near_i64_max_score_without_wrapping() {
+        let half = i64::MAX / 2;
+        assert_eq!(strategy_score(&ScoringStrategy::most_allocated(), &cpu(half), &cpu(i64::MAX)), 49);
+        assert_eq!(strategy_score(&ScoringStrategy::least_allocated(), &cpu(half), &cpu(i64::MAX)), 50);
     }
 
     #[test]

@@ -51,11 +51,13 @@ impl DomainAggregate {
     /// An upper bound of how many copies of a pod requesting `requests` the domain can
     /// take: for each requested resource (and the pod count) the domain's total free
     /// amount divided by the request. Never below the exact per-node count, because
-    /// `sum(floor(f_i / r)) <= floor(sum(f_i) / r)`.
+    /// `sum(floor(f_i / r)) <= floor(sum(f_i) / r)` (a saturated sum is skipped).
     pub fn copies_upper_bound(&self, requests: &Resources) -> u64 {
         let mut bound = self.free.pods.max(0);
         let mut limit = |free: i64, req: i64| {
-            if req > 0 {
+            // A sum that saturated at `i64::MAX` stands for more than it says: dividing it
+            // could undercut the exact count, so it bounds nothing.
+            if req > 0 && free < i64::MAX {
                 bound = bound.min((free / req).max(0));
             }
         };
@@ -255,6 +257,20 @@ mod tests {
         assert_eq!(a.copies_upper_bound(&req), 2);
         let gpu = pod("g").gpu(3).build().requests;
         assert_eq!(a.copies_upper_bound(&gpu), 5, "16 gpus / 3");
+    }
+
+    #[test]
+    fn a_saturated_sum_bounds_nothing() {
+        // Two nodes of 7Ei memory: the rack's free memory saturates at i64::MAX, and dividing
+        // that by a 4Ei request would say 1 copy where 2 fit (one per node).
+        let mut s = Snapshot::new();
+        for name in ["m1", "m2"] {
+            s.upsert_node(node(name).cpu("4").mem("7Ei").label("rack", "m").build());
+        }
+        let agg = sums(&s, "rack", "m");
+        assert_eq!(agg.free.memory, i64::MAX);
+        let req = pod("q").mem("4Ei").build().requests;
+        assert!(agg.copies_upper_bound(&req) >= 2, "{}", agg.copies_upper_bound(&req));
     }
 
     proptest! {

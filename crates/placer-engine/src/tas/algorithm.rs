@@ -521,7 +521,10 @@ impl<'t> Solver<'t> {
         if self.tree.level(d) >= target {
             return st[d.idx()].pods / size.max(1);
         }
-        self.tree.children(d).map(|c| self.slices_in_subtree(st, c, target, size)).sum()
+        self.tree
+            .children(d)
+            .map(|c| self.slices_in_subtree(st, c, target, size))
+            .fold(0, i64::saturating_add)
     }
 
     // ----- phase 2b: distribution and descent --------------------------------------------

@@ -323,7 +323,7 @@ impl Solver<'_> {
 
     /// Shannon entropy of the pod capacity of `d`'s children (higher = more even).
     fn children_entropy(&self, st: &[DomainState], d: DomainId) -> f64 {
-        let total: i64 = self.tree.children(d).map(|c| st[c.idx()].pods).sum();
+        let total: i64 = self.tree.children(d).map(|c| st[c.idx()].pods).fold(0, i64::saturating_add);
         if total <= 0 {
             return 0.0;
         }

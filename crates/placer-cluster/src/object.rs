@@ -5,6 +5,7 @@ use std::fmt;
 use placer_api::k8s::api::batch::v1::{CronJob, Job};
 use placer_api::k8s::api::core::v1::{Node, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
+use placer_api::k8s::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -20,10 +21,14 @@ pub enum Kind {
     CronJob,
     PriorityClass,
     PodDisruptionBudget,
+    DeviceClass,
+    ResourceSlice,
+    ResourceClaim,
+    ResourceClaimTemplate,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Node,
         Kind::Pod,
         Kind::PodGroup,
@@ -32,6 +37,10 @@ impl Kind {
         Kind::CronJob,
         Kind::PriorityClass,
         Kind::PodDisruptionBudget,
+        Kind::DeviceClass,
+        Kind::ResourceSlice,
+        Kind::ResourceClaim,
+        Kind::ResourceClaimTemplate,
     ];
 
     pub fn api_version(self) -> &'static str {
@@ -41,6 +50,9 @@ impl Kind {
             Kind::Job | Kind::CronJob => "batch/v1",
             Kind::PriorityClass => "scheduling.k8s.io/v1",
             Kind::PodDisruptionBudget => "policy/v1",
+            Kind::DeviceClass | Kind::ResourceSlice | Kind::ResourceClaim | Kind::ResourceClaimTemplate => {
+                "resource.k8s.io/v1"
+            }
         }
     }
 
@@ -54,11 +66,15 @@ impl Kind {
             Kind::CronJob => "CronJob",
             Kind::PriorityClass => "PriorityClass",
             Kind::PodDisruptionBudget => "PodDisruptionBudget",
+            Kind::DeviceClass => "DeviceClass",
+            Kind::ResourceSlice => "ResourceSlice",
+            Kind::ResourceClaim => "ResourceClaim",
+            Kind::ResourceClaimTemplate => "ResourceClaimTemplate",
         }
     }
 
     pub fn namespaced(self) -> bool {
-        !matches!(self, Kind::Node | Kind::PriorityClass)
+        !matches!(self, Kind::Node | Kind::PriorityClass | Kind::DeviceClass | Kind::ResourceSlice)
     }
 
     /// The kind for an `apiVersion` / `kind` pair, if Placer knows it.
@@ -111,6 +127,10 @@ pub enum Object {
     CronJob(CronJob),
     PriorityClass(PriorityClass),
     PodDisruptionBudget(PodDisruptionBudget),
+    DeviceClass(DeviceClass),
+    ResourceSlice(ResourceSlice),
+    ResourceClaim(ResourceClaim),
+    ResourceClaimTemplate(ResourceClaimTemplate),
 }
 
 macro_rules! each {
@@ -124,6 +144,10 @@ macro_rules! each {
             Object::CronJob($o) => $e,
             Object::PriorityClass($o) => $e,
             Object::PodDisruptionBudget($o) => $e,
+            Object::DeviceClass($o) => $e,
+            Object::ResourceSlice($o) => $e,
+            Object::ResourceClaim($o) => $e,
+            Object::ResourceClaimTemplate($o) => $e,
         }
     };
 }
@@ -139,6 +163,10 @@ impl Object {
             Object::CronJob(_) => Kind::CronJob,
             Object::PriorityClass(_) => Kind::PriorityClass,
             Object::PodDisruptionBudget(_) => Kind::PodDisruptionBudget,
+            Object::DeviceClass(_) => Kind::DeviceClass,
+            Object::ResourceSlice(_) => Kind::ResourceSlice,
+            Object::ResourceClaim(_) => Kind::ResourceClaim,
+            Object::ResourceClaimTemplate(_) => Kind::ResourceClaimTemplate,
         }
     }
 
@@ -177,6 +205,10 @@ impl Object {
             Kind::CronJob => Object::CronJob(serde_json::from_value(value)?),
             Kind::PriorityClass => Object::PriorityClass(serde_json::from_value(value)?),
             Kind::PodDisruptionBudget => Object::PodDisruptionBudget(serde_json::from_value(value)?),
+            Kind::DeviceClass => Object::DeviceClass(serde_json::from_value(value)?),
+            Kind::ResourceSlice => Object::ResourceSlice(serde_json::from_value(value)?),
+            Kind::ResourceClaim => Object::ResourceClaim(serde_json::from_value(value)?),
+            Kind::ResourceClaimTemplate => Object::ResourceClaimTemplate(serde_json::from_value(value)?),
         })
     }
 

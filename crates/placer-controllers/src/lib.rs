@@ -1,13 +1,15 @@
 //! Controllers that run over a [`ClusterStore`]: the scheduler driver ([`scheduler`]) that
 //! feeds store changes to the engine and carries out its decisions, and the Job
 //! controller ([`job`]) with the Workload / PodGroup integration of KEP-5547, and a
-//! minimal CronJob controller ([`cronjob`]).
+//! minimal CronJob controller ([`cronjob`]), and the ResourceClaim controller
+//! ([`resourceclaim`]) that generates DRA claims for pods and PodGroups.
 //!
 //! A controller is level-driven: [`Controller::reconcile`] reads what changed since its
 //! last call (through the store's watch) and writes what follows from it.
 
 pub mod cronjob;
 pub mod job;
+pub mod resourceclaim;
 pub mod scheduler;
 
 use placer_cluster::ClusterStore;

@@ -17,6 +17,9 @@ use std::sync::Arc;
 use placer_api::gates::Gate;
 use placer_api::k8s::api::core::v1::{Node, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
+use placer_api::k8s::api::resource::v1::{
+    AllocationResult, DeviceClass, ResourceClaim, ResourceClaimConsumerReference, ResourceSlice,
+};
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::PodGroup;
 use rustc_hash::FxHashMap;
@@ -26,7 +29,7 @@ use crate::framework::group::GroupOutcome;
 use crate::framework::preemption::GroupHooks;
 use crate::framework::Framework;
 use crate::metrics::*;
-use crate::model::{GroupKey, GroupPolicy, NodeId, NodeStatic, PodGroupInfo, PodInfo, PodKey};
+use crate::model::{GroupKey, GroupPolicy, NodeId, NodeStatic, ObjectKey, PodGroupInfo, PodInfo, PodKey};
 use crate::observer::Observer;
 use crate::placement::{schedule_pod_group, GroupContext, PlacementFramework};
 use crate::podgroup::{
@@ -34,6 +37,7 @@ use crate::podgroup::{
     MSG_WAITING_ON_PREEMPTION,
 };
 use crate::queue::{Admission, QueuedPod, SchedulingQueue};
+use crate::snapshot::dra::ClaimWrite;
 use crate::snapshot::Snapshot;
 use crate::strategy::Strategy;
 /// The PodGroup condition type (v1.36).
@@ -56,6 +60,12 @@ pub enum ClusterEvent {
     PriorityClassDeleted(String),
     PodDisruptionBudgetUpserted(Arc<PodDisruptionBudget>),
     PodDisruptionBudgetDeleted(PodKey),
+    DeviceClassUpserted(Arc<DeviceClass>),
+    DeviceClassDeleted(String),
+    ResourceSliceUpserted(Arc<ResourceSlice>),
+    ResourceSliceDeleted(String),
+    ResourceClaimUpserted(Arc<ResourceClaim>),
+    ResourceClaimDeleted(ObjectKey),
 }
 
 /// Something the caller must carry out in the cluster, in order.
@@ -81,6 +91,14 @@ pub enum Decision {
     PodGroupDisruptionTarget { group: GroupKey, message: String },
     /// A `Scheduled` event for a bound pod ("Successfully assigned ns/pod to node").
     ScheduledEvent { pod: PodKey, message: String },
+    /// DynamicResources PreBind, before the pod's [`Decision::Bind`]: write the
+    /// ResourceClaim's status: set `allocation` when given (the claim had none) and add
+    /// `consumer` to `reservedFor` when missing.
+    ClaimStatus {
+        claim: ObjectKey,
+        allocation: Option<AllocationResult>,
+        consumer: ResourceClaimConsumerReference,
+    },
     /// Failed-node replacement gave up (seed 002, `TASFailedNodeReplacementFailFast`):
     /// evict every pod of `pods` (key, uid) of the PodGroup, each with a `DisruptionTarget`
     /// condition naming `failed_nodes`, and report it on the PodGroup; the group is then
@@ -179,10 +197,12 @@ impl Engine {
         let fw = registry.pod_framework(&config);
         let placements = registry.placement_framework(&config);
         let queue = SchedulingQueue::new(config.pod_initial_backoff_ms, config.pod_max_backoff_ms);
+        let mut snapshot = Snapshot::new();
+        snapshot.dra_mut().workload_claims = config.gates.enabled(Gate::DRAWorkloadResourceClaims);
         Engine {
             fw,
             placements,
-            snapshot: Snapshot::new(),
+            snapshot,
             queue,
             pods: FxHashMap::default(),
             groups: GroupIndex::new(),
@@ -289,6 +309,7 @@ impl Engine {
             ClusterEvent::PodGroupUpserted(pg) => self.apply_pod_group(pg, now_ms),
             ClusterEvent::PodGroupDeleted(key) => {
                 self.lost_on.remove(&key);
+                self.snapshot.dra_mut().remove_group(&key);
                 self.tas.unindex(&key);
                 self.groups.entry_mut(&key).info = None;
                 self.groups.entry_mut(&key).condition = None;
@@ -317,7 +338,29 @@ impl Engine {
             ClusterEvent::PodDisruptionBudgetDeleted(key) => {
                 self.pdbs.remove(&key);
             }
+            ClusterEvent::DeviceClassUpserted(_)
+            | ClusterEvent::DeviceClassDeleted(_)
+            | ClusterEvent::ResourceSliceUpserted(_)
+            | ClusterEvent::ResourceSliceDeleted(_)
+            | ClusterEvent::ResourceClaimUpserted(_)
+            | ClusterEvent::ResourceClaimDeleted(_) => self.apply_dra(event, now_ms),
         }
+    }
+
+    /// A DRA object changed: the state the DynamicResources plugin reads is updated and
+    /// unschedulable pods are moved on (a device may have been freed, a claim created).
+    fn apply_dra(&mut self, event: ClusterEvent, now_ms: u64) {
+        let dra = self.snapshot.dra_mut();
+        match event {
+            ClusterEvent::DeviceClassUpserted(c) => dra.upsert_class(c),
+            ClusterEvent::DeviceClassDeleted(name) => dra.remove_class(&name),
+            ClusterEvent::ResourceSliceUpserted(s) => dra.upsert_slice(s),
+            ClusterEvent::ResourceSliceDeleted(name) => dra.remove_slice(&name),
+            ClusterEvent::ResourceClaimUpserted(c) => dra.upsert_claim(c),
+            ClusterEvent::ResourceClaimDeleted(key) => dra.remove_claim(&key),
+            _ => return,
+        }
+        self.queue.move_all_unschedulable(now_ms, |_| true);
     }
 
     fn apply_node(&mut self, node: Arc<Node>, now_ms: u64) {
@@ -451,6 +494,7 @@ impl Engine {
 
     fn delete_pod(&mut self, key: &PodKey, now_ms: u64) {
         let old = self.pods.remove(key);
+        self.snapshot.dra_mut().forget_pod(key);
         self.preempt.forget(key);
         self.queue.remove(key);
         self.assumed.remove(key);
@@ -493,6 +537,7 @@ impl Engine {
         };
         info.priority = Some(self.resolve_priority(pg.spec.priority, pg.spec.priority_class_name.as_deref()));
         let key = info.key.clone();
+        self.snapshot.dra_mut().upsert_group(key.clone(), pg.clone());
         self.tas.index(&info);
         let observed = pg
             .status
@@ -689,6 +734,7 @@ impl Engine {
     pub fn binding_failed(&mut self, pod: &PodKey, now_ms: u64) {
         let Some(assumed) = self.assumed.remove(pod) else { return };
         self.snapshot.remove_pod(pod);
+        self.snapshot.dra_mut().forget_pod(pod);
         if let Some(current) = self.pods.get(pod).cloned() {
             if current.node_name.is_none() && !current.terminal && !current.deleting {
                 let mut queued = assumed.queued;
@@ -713,9 +759,10 @@ impl Engine {
         let secs = obs.elapsed_seconds(timer);
         obs.observe(METRIC_SCHEDULING_ALGORITHM_DURATION, &[], secs);
         match attempt {
-            preempt::SingleAttempt::Fits(node) => {
-                self.bind(queued, node, out);
-            }
+            preempt::SingleAttempt::Fits(node) => match self.commit_single(&queued.pod, node) {
+                Ok(writes) => self.bind(queued, node, writes, out),
+                Err(why) => self.fail(queued, REASON_UNSCHEDULABLE, why, true, now_ms, out),
+            },
             preempt::SingleAttempt::Preempts { fit, plan } => {
                 let key = queued.pod.key.clone();
                 let preemptor = format!("pod {key}");
@@ -740,8 +787,20 @@ impl Engine {
         }
     }
 
-    /// Marks a pod bound on `node` in the snapshot and emits the binding.
-    fn bind(&mut self, queued: QueuedPod, node: NodeId, out: &mut Vec<Decision>) {
+    /// Marks a pod bound on `node` in the snapshot and emits the binding, after the claim
+    /// status writes its binding cycle decided (the allocations they carry are held as
+    /// pending until the store shows them).
+    fn bind(&mut self, queued: QueuedPod, node: NodeId, writes: Vec<ClaimWrite>, out: &mut Vec<Decision>) {
+        for w in writes {
+            if let Some(a) = &w.allocation {
+                self.snapshot.dra_mut().record(w.claim.clone(), Arc::new(a.clone()), queued.pod.key.clone());
+            }
+            out.push(Decision::ClaimStatus {
+                claim: w.claim,
+                allocation: w.allocation,
+                consumer: w.consumer,
+            });
+        }
         let node_name = self.snapshot.node(node).name().to_string();
         let mut bound = (*queued.pod).clone();
         bound.node_name = Some(node_name.clone());

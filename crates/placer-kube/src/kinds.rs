@@ -7,6 +7,7 @@ use kube::{Api, Client};
 use placer_api::k8s::api::batch::v1::{CronJob, Job};
 use placer_api::k8s::api::core::v1::{Node, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
+use placer_api::k8s::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
 use placer_cluster::{Kind, Object, StoreError};
@@ -39,6 +40,10 @@ kind_type!(Job, Job);
 kind_type!(CronJob, CronJob);
 kind_type!(PriorityClass, PriorityClass);
 kind_type!(PodDisruptionBudget, PodDisruptionBudget);
+kind_type!(DeviceClass, DeviceClass);
+kind_type!(ResourceSlice, ResourceSlice);
+kind_type!(ResourceClaim, ResourceClaim);
+kind_type!(ResourceClaimTemplate, ResourceClaimTemplate);
 
 /// Group, version and plural of a kind.
 pub(crate) fn api_resource(kind: Kind) -> ApiResource {
@@ -51,6 +56,10 @@ pub(crate) fn api_resource(kind: Kind) -> ApiResource {
         Kind::CronJob => ApiResource::erase::<CronJob>(&()),
         Kind::PriorityClass => ApiResource::erase::<PriorityClass>(&()),
         Kind::PodDisruptionBudget => ApiResource::erase::<PodDisruptionBudget>(&()),
+        Kind::DeviceClass => ApiResource::erase::<DeviceClass>(&()),
+        Kind::ResourceSlice => ApiResource::erase::<ResourceSlice>(&()),
+        Kind::ResourceClaim => ApiResource::erase::<ResourceClaim>(&()),
+        Kind::ResourceClaimTemplate => ApiResource::erase::<ResourceClaimTemplate>(&()),
     }
 }
 

@@ -272,6 +272,26 @@ impl KubeStore {
                 Kind::PodDisruptionBudget => {
                     self.handle.spawn(reflect::<PodDisruptionBudget>(client, shared, metrics, server))
                 }
+                Kind::DeviceClass
+                | Kind::ResourceSlice
+                | Kind::ResourceClaim
+                | Kind::ResourceClaimTemplate => {
+                    use placer_api::k8s::api::resource::v1 as resource;
+                    match kind {
+                        Kind::DeviceClass => self
+                            .handle
+                            .spawn(reflect::<resource::DeviceClass>(client, shared, metrics, server)),
+                        Kind::ResourceSlice => self
+                            .handle
+                            .spawn(reflect::<resource::ResourceSlice>(client, shared, metrics, server)),
+                        Kind::ResourceClaim => self
+                            .handle
+                            .spawn(reflect::<resource::ResourceClaim>(client, shared, metrics, server)),
+                        _ => self.handle.spawn(reflect::<resource::ResourceClaimTemplate>(
+                            client, shared, metrics, server,
+                        )),
+                    }
+                }
             };
             tasks.push(task);
         }

@@ -30,6 +30,7 @@ use placer_cluster::embedded::EmbeddedCluster;
 use placer_cluster::{ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError};
 use placer_controllers::cronjob::{CronJobController, CronJobValidation};
 use placer_controllers::job::{JobController, JobValidation};
+use placer_controllers::resourceclaim::ResourceClaimController;
 use placer_controllers::scheduler::SchedulerController;
 use placer_controllers::Controller;
 use placer_engine::SchedulerConfig;
@@ -218,11 +219,12 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
         Metrics::new(profile, if opts.wall_clock_metrics { Clock::Wall } else { Clock::Frozen })
     });
     let controllers: Vec<Box<dyn Controller>> = vec![
-        Box::new(JobController::new(gates)),
+        Box::new(JobController::new(gates.clone())),
         Box::new(SchedulerController::new(config, Box::new(metrics.observer()))),
         Box::new(SimKubelet::new(frozen)),
         Box::new(CronJobController::new()),
         Box::new(NodeLifecycle::new(terminating)),
+        Box::new(ResourceClaimController::new(&gates)),
     ];
     let mut sim = Sim {
         store,

@@ -11,6 +11,7 @@
 
 mod bench;
 mod output;
+mod replay;
 mod serve;
 mod simulate;
 mod validate;
@@ -40,6 +41,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Measure the engine: throughput, decision latency, scaling, optimized vs baseline.
     Bench(bench::Args),
+    /// Replay traces under several placement semantics and compare placement quality.
+    Replay(replay::Args),
 }
 
 /// Outcome of a command, ordered by severity (the worst file decides the exit code).
@@ -82,6 +85,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Replay(args) => replay::run(args),
     };
     match result {
         Ok(status) => status.into(),

@@ -64,6 +64,9 @@ gates! {
     TASProfileMixed = true,
     /// BestFit everywhere.
     TASProfileBestFit = false,
+    /// LeastFreeCapacity everywhere (Kueue's profile until v0.16, removed in v0.17; kept
+    /// here so the two algorithms can be compared on the same trace).
+    TASProfileLeastFreeCapacity = false,
     /// BalancedPlacement for preferred requests.
     TASBalancedPlacement = false,
     /// Multi-layer (slice) topology constraints.

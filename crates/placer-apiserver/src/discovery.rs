@@ -207,7 +207,29 @@ mod tests {
         let groups = group_list();
         let names: Vec<&str> =
             groups["groups"].as_array().unwrap().iter().map(|g| g["name"].as_str().unwrap()).collect();
-        assert_eq!(names, ["batch", "coordination.k8s.io", "events.k8s.io", "policy", "scheduling.k8s.io"]);
+        assert_eq!(
+            names,
+            [
+                "batch",
+                "coordination.k8s.io",
+                "events.k8s.io",
+                "policy",
+                "resource.k8s.io",
+                "scheduling.k8s.io"
+            ]
+        );
+        let dra = resource_list("resource.k8s.io", "v1").unwrap();
+        let dra: Vec<&str> =
+            dra["resources"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+        for name in [
+            "deviceclasses",
+            "resourceslices",
+            "resourceclaims",
+            "resourceclaims/status",
+            "resourceclaimtemplates",
+        ] {
+            assert!(dra.contains(&name), "{name} missing from {dra:?}");
+        }
         let sched = group("scheduling.k8s.io").unwrap();
         assert_eq!(sched["preferredVersion"]["version"], "v1");
         let core = resource_list("", "v1").unwrap();

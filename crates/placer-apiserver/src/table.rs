@@ -160,6 +160,19 @@ pub fn columns(kind: Kind) -> Vec<Value> {
             col("Allowed Disruptions", "integer", 0, "Calculated number of pods that may be disrupted at this time."),
             age,
         ],
+        Kind::DeviceClass | Kind::ResourceClaimTemplate => vec![name, age],
+        Kind::ResourceClaim => vec![
+            name,
+            col("State", "string", 0, "Whether the claim is allocated and reserved for a consumer."),
+            age,
+        ],
+        Kind::ResourceSlice => vec![
+            name,
+            col("Node", "string", 0, "The node that the devices of this slice are local to, if any."),
+            col("Driver", "string", 0, "The driver that provides the devices of this slice."),
+            col("Pool", "string", 0, "The pool that this slice belongs to."),
+            age,
+        ],
         Kind::PodGroup | Kind::Workload => vec![
             name,
             json!({"name": "Created At", "type": "date", "format": "", "description": "CreationTimestamp is a timestamp representing the server time when this object was created.", "priority": 0}),
@@ -209,6 +222,31 @@ pub fn cells(obj: &Object, now: Timestamp) -> Vec<Value> {
                 age,
             ]
         }
+        Object::DeviceClass(_) | Object::ResourceClaimTemplate(_) => vec![name, age],
+        Object::ResourceClaim(c) => {
+            // kubectl's printer: pending, allocated, allocated,reserved, deleted.
+            let status = c.status.as_ref();
+            let mut state = Vec::new();
+            if meta.deletion_timestamp.is_some() {
+                state.push("deleted");
+            }
+            if status.and_then(|s| s.allocation.as_ref()).is_some() {
+                state.push("allocated");
+                if status.and_then(|s| s.reserved_for.as_ref()).is_some_and(|r| !r.is_empty()) {
+                    state.push("reserved");
+                }
+            } else if state.is_empty() {
+                state.push("pending");
+            }
+            vec![name, json!(state.join(",")), age]
+        }
+        Object::ResourceSlice(rs) => vec![
+            name,
+            json!(rs.spec.node_name.clone().unwrap_or_default()),
+            json!(rs.spec.driver.clone()),
+            json!(rs.spec.pool.name.clone()),
+            age,
+        ],
         Object::PodGroup(_) | Object::Workload(_) => {
             let created = meta.creation_timestamp.as_ref().map(|t| rfc3339_seconds(t.0)).unwrap_or_default();
             vec![name, json!(created)]

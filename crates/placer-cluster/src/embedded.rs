@@ -833,6 +833,7 @@ fn copy_status(from: &Object, to: &mut Object) -> bool {
         (Object::CronJob(a), Object::CronJob(b)) => b.status = a.status.clone(),
         (Object::PodDisruptionBudget(a), Object::PodDisruptionBudget(b)) => b.status = a.status.clone(),
         (Object::Namespace(a), Object::Namespace(b)) => b.status = a.status.clone(),
+        (Object::ResourceClaim(a), Object::ResourceClaim(b)) => b.status = a.status.clone(),
         _ => return false,
     }
     true

@@ -6,6 +6,7 @@ use placer_api::k8s::api::batch::v1::{CronJob, Job};
 use placer_api::k8s::api::coordination::v1::Lease;
 use placer_api::k8s::api::core::v1::{Event, Namespace, Node, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
+use placer_api::k8s::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -25,10 +26,14 @@ pub enum Kind {
     Namespace,
     Event,
     Lease,
+    DeviceClass,
+    ResourceSlice,
+    ResourceClaim,
+    ResourceClaimTemplate,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 15] = [
         Kind::Node,
         Kind::Pod,
         Kind::PodGroup,
@@ -40,6 +45,10 @@ impl Kind {
         Kind::Namespace,
         Kind::Event,
         Kind::Lease,
+        Kind::DeviceClass,
+        Kind::ResourceSlice,
+        Kind::ResourceClaim,
+        Kind::ResourceClaimTemplate,
     ];
 
     pub fn api_version(self) -> &'static str {
@@ -50,6 +59,9 @@ impl Kind {
             Kind::PriorityClass => "scheduling.k8s.io/v1",
             Kind::PodDisruptionBudget => "policy/v1",
             Kind::Lease => "coordination.k8s.io/v1",
+            Kind::DeviceClass | Kind::ResourceSlice | Kind::ResourceClaim | Kind::ResourceClaimTemplate => {
+                "resource.k8s.io/v1"
+            }
         }
     }
 
@@ -66,11 +78,18 @@ impl Kind {
             Kind::Namespace => "Namespace",
             Kind::Event => "Event",
             Kind::Lease => "Lease",
+            Kind::DeviceClass => "DeviceClass",
+            Kind::ResourceSlice => "ResourceSlice",
+            Kind::ResourceClaim => "ResourceClaim",
+            Kind::ResourceClaimTemplate => "ResourceClaimTemplate",
         }
     }
 
     pub fn namespaced(self) -> bool {
-        !matches!(self, Kind::Node | Kind::PriorityClass | Kind::Namespace)
+        !matches!(
+            self,
+            Kind::Node | Kind::PriorityClass | Kind::Namespace | Kind::DeviceClass | Kind::ResourceSlice
+        )
     }
 
     /// The kind for an `apiVersion` / `kind` pair, if Placer knows it.
@@ -126,6 +145,10 @@ pub enum Object {
     Namespace(Namespace),
     Event(Event),
     Lease(Lease),
+    DeviceClass(DeviceClass),
+    ResourceSlice(ResourceSlice),
+    ResourceClaim(ResourceClaim),
+    ResourceClaimTemplate(ResourceClaimTemplate),
 }
 
 macro_rules! each {
@@ -142,6 +165,10 @@ macro_rules! each {
             Object::Namespace($o) => $e,
             Object::Event($o) => $e,
             Object::Lease($o) => $e,
+            Object::DeviceClass($o) => $e,
+            Object::ResourceSlice($o) => $e,
+            Object::ResourceClaim($o) => $e,
+            Object::ResourceClaimTemplate($o) => $e,
         }
     };
 }
@@ -160,6 +187,10 @@ impl Object {
             Object::Namespace(_) => Kind::Namespace,
             Object::Event(_) => Kind::Event,
             Object::Lease(_) => Kind::Lease,
+            Object::DeviceClass(_) => Kind::DeviceClass,
+            Object::ResourceSlice(_) => Kind::ResourceSlice,
+            Object::ResourceClaim(_) => Kind::ResourceClaim,
+            Object::ResourceClaimTemplate(_) => Kind::ResourceClaimTemplate,
         }
     }
 
@@ -201,6 +232,10 @@ impl Object {
             Kind::Namespace => Object::Namespace(serde_json::from_value(value)?),
             Kind::Event => Object::Event(serde_json::from_value(value)?),
             Kind::Lease => Object::Lease(serde_json::from_value(value)?),
+            Kind::DeviceClass => Object::DeviceClass(serde_json::from_value(value)?),
+            Kind::ResourceSlice => Object::ResourceSlice(serde_json::from_value(value)?),
+            Kind::ResourceClaim => Object::ResourceClaim(serde_json::from_value(value)?),
+            Kind::ResourceClaimTemplate => Object::ResourceClaimTemplate(serde_json::from_value(value)?),
         })
     }
 

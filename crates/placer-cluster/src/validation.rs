@@ -26,6 +26,7 @@ use placer_api::k8s::api::core::v1::{
     TopologySpreadConstraint,
 };
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
+use placer_api::k8s::api::resource::v1::{DeviceSelector, ResourceClaimSpec, ResourceSlice};
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{
     PodGroup, PodGroupSchedulingConstraints, PodGroupSchedulingPolicy, Workload,
@@ -347,6 +348,12 @@ pub fn validate(obj: &Object) -> Vec<FieldError> {
         }
         // Held for the API server (names: DNS subdomains, checked above); nothing Placer reads.
         Object::Event(_) | Object::Lease(_) => {}
+        Object::DeviceClass(c) => {
+            validate_device_selectors(&mut e, "spec.selectors", c.spec.selectors.as_deref())
+        }
+        Object::ResourceSlice(rs) => validate_resource_slice(&mut e, rs),
+        Object::ResourceClaim(c) => validate_claim_spec(&mut e, "spec", &c.spec),
+        Object::ResourceClaimTemplate(t) => validate_claim_spec(&mut e, "spec.spec", &t.spec.spec),
     }
     if e.0.is_empty() {
         let size = serde_json::to_vec(&obj.to_json()).map(|v| v.len()).unwrap_or(0);
@@ -1028,6 +1035,88 @@ fn validate_cron_job(e: &mut Errors, c: &CronJob) {
     match &spec.job_template.spec {
         Some(js) => validate_job_spec(e, "spec.jobTemplate.spec", js),
         None => e.required("spec.jobTemplate.spec", ""),
+    }
+}
+
+/// DRA device selectors: each needs a CEL expression (the API server also compiles it; the
+/// scenario loader checks it against the CEL subset Placer evaluates).
+fn validate_device_selectors(e: &mut Errors, path: &str, selectors: Option<&[DeviceSelector]>) {
+    for (i, s) in selectors.unwrap_or(&[]).iter().enumerate() {
+        match &s.cel {
+            None => e.required(format!("{path}[{i}].cel"), ""),
+            Some(c) if c.expression.trim().is_empty() => {
+                e.required(format!("{path}[{i}].cel.expression"), "")
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+fn validate_resource_slice(e: &mut Errors, rs: &ResourceSlice) {
+    if rs.spec.driver.is_empty() {
+        e.required("spec.driver", "");
+    }
+    if rs.spec.pool.name.is_empty() {
+        e.required("spec.pool.name", "");
+    }
+    let set = [
+        rs.spec.node_name.as_ref().is_some_and(|n| !n.is_empty()),
+        rs.spec.node_selector.is_some(),
+        rs.spec.all_nodes == Some(true),
+        rs.spec.per_device_node_selection == Some(true),
+    ];
+    if set.iter().filter(|b| **b).count() != 1 {
+        e.push(
+            "spec",
+            "Invalid value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required",
+        );
+    }
+}
+
+/// A ResourceClaim spec (also inside a ResourceClaimTemplate), as the API server checks it.
+fn validate_claim_spec(e: &mut Errors, path: &str, spec: &ResourceClaimSpec) {
+    let requests = spec.devices.as_ref().and_then(|d| d.requests.as_deref()).unwrap_or(&[]);
+    let mut names = BTreeSet::new();
+    for (i, r) in requests.iter().enumerate() {
+        let at = format!("{path}.devices.requests[{i}]");
+        if let Err(m) = check_dns_label(&r.name) {
+            e.invalid(format!("{at}.name"), &r.name, &m);
+        } else if !names.insert(r.name.as_str()) {
+            e.duplicate(format!("{at}.name"), &r.name);
+        }
+        match (&r.exactly, r.first_available.as_ref().filter(|l| !l.is_empty())) {
+            (Some(_), Some(_)) | (None, None) => {
+                e.push(at.clone(), "Invalid value: exactly one of `exactly` or `firstAvailable` is required")
+            }
+            (None, Some(_)) => e.forbidden(
+                format!("{at}.firstAvailable"),
+                "prioritized lists are not supported by Placer yet",
+            ),
+            (Some(x), None) => {
+                if x.device_class_name.is_empty() {
+                    e.required(format!("{at}.exactly.deviceClassName"), "");
+                }
+                match x.allocation_mode.as_deref().unwrap_or("ExactCount") {
+                    "ExactCount" => {
+                        if let Some(c) = x.count.filter(|c| *c <= 0) {
+                            e.invalid_int(format!("{at}.exactly.count"), c, "must be greater than zero");
+                        }
+                    }
+                    "All" => {
+                        if x.count.is_some() {
+                            e.forbidden(
+                                format!("{at}.exactly.count"),
+                                "must not be set when `allocationMode` is `All`",
+                            );
+                        }
+                    }
+                    other => {
+                        e.not_supported(format!("{at}.exactly.allocationMode"), other, &["All", "ExactCount"])
+                    }
+                }
+                validate_device_selectors(e, &format!("{at}.exactly.selectors"), x.selectors.as_deref());
+            }
+        }
     }
 }
 

@@ -2,10 +2,12 @@
 //! decisions through the store (bindings, conditions, nominations, evictions, events).
 //!
 //! Each [`Controller::reconcile`]:
-//! 1. reads `watch_since(seen_rv)` and turns Node, Pod, PodGroup, PriorityClass and
-//!    PodDisruptionBudget changes into [`ClusterEvent`]s for the engine;
+//! 1. reads `watch_since(seen_rv)` and turns Node, Pod, PodGroup, PriorityClass,
+//!    PodDisruptionBudget, DeviceClass, ResourceSlice and ResourceClaim changes into
+//!    [`ClusterEvent`]s for the engine;
 //! 2. runs [`Engine::schedule`] at the store's time;
-//! 3. carries out the decisions in order: `bind` (a failure goes back to the engine with
+//! 3. carries out the decisions in order: claim status writes (allocation and
+//!    `reservedFor`, before the pod's binding), `bind` (a failure goes back to the engine with
 //!    [`Engine::binding_failed`]), pod status (`PodScheduled=False` condition,
 //!    `status.nominatedNodeName`), PodGroup status conditions (with `lastTransitionTime` =
 //!    the store's time when the status flips), annotation merge patches, evictions
@@ -480,6 +482,13 @@ impl SchedulerController {
                     )
                 })
             }
+            Decision::ClaimStatus { claim, allocation, consumer } => {
+                let r =
+                    ObjectRef::new(Kind::ResourceClaim, claim.namespace.to_string(), claim.name.to_string());
+                with_retry(store, "write claim status", &r, |store| {
+                    write_claim_status(store, &r, allocation.as_ref(), &consumer)
+                })
+            }
             Decision::PodGroupAnnotation { group, key, value } => {
                 let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
                 let r = group_ref(&group);
@@ -572,6 +581,7 @@ impl Controller for SchedulerController {
         let mut wrote = self.process_completions(store);
         self.sync(store);
         let now = store.now_ms();
+        self.engine.set_wall_clock(now, store.now().0.as_millisecond());
         let timer = self.observer.start_timer();
         let decisions = self.engine.schedule(now, &mut *self.observer);
         self.decided_in = self.observer.elapsed_seconds(timer);
@@ -612,6 +622,9 @@ impl Controller for SchedulerController {
     fn next_wakeup_ms(&self) -> Option<u64> {
         self.engine.next_wakeup_ms()
     }
+    fn next_retry_ms(&self) -> Option<u64> {
+        self.engine.next_backoff_ms()
+    }
 }
 
 /// The engine's view of a watch event (kinds the scheduler does not read give `None`).
@@ -637,6 +650,15 @@ pub fn cluster_event(event: WatchEvent) -> Option<ClusterEvent> {
         | Object::Namespace(_)
         | Object::Event(_)
         | Object::Lease(_) => return None,
+        Object::DeviceClass(_) if deleted => ClusterEvent::DeviceClassDeleted(r.name),
+        Object::DeviceClass(c) => ClusterEvent::DeviceClassUpserted(Arc::new(c)),
+        Object::ResourceSlice(_) if deleted => ClusterEvent::ResourceSliceDeleted(r.name),
+        Object::ResourceSlice(s) => ClusterEvent::ResourceSliceUpserted(Arc::new(s)),
+        Object::ResourceClaim(_) if deleted => {
+            ClusterEvent::ResourceClaimDeleted(PodKey::new(r.namespace, r.name))
+        }
+        Object::ResourceClaim(c) => ClusterEvent::ResourceClaimUpserted(Arc::new(c)),
+        Object::ResourceClaimTemplate(_) => return None,
     })
 }
 
@@ -771,6 +793,37 @@ fn with_retry(
             Err(DriverError::Store { action, target: target.to_string(), source: Box::new(source) })
         }
     }
+}
+
+/// DynamicResources PreBind: sets the claim's allocation (when it has none) and adds the
+/// consumer to `status.reservedFor` (when missing).
+fn write_claim_status(
+    store: &mut dyn ClusterStore,
+    r: &ObjectRef,
+    allocation: Option<&placer_api::k8s::api::resource::v1::AllocationResult>,
+    consumer: &placer_api::k8s::api::resource::v1::ResourceClaimConsumerReference,
+) -> Result<bool, StoreError> {
+    let Some(Object::ResourceClaim(mut claim)) = store.get(r) else {
+        return Err(StoreError::NotFound(r.clone()));
+    };
+    let status = claim.status.get_or_insert_with(Default::default);
+    let mut changed = false;
+    if let (None, Some(a)) = (&status.allocation, allocation) {
+        status.allocation = Some(a.clone());
+        changed = true;
+    }
+    let reserved = status.reserved_for.get_or_insert_with(Vec::new);
+    if !reserved
+        .iter()
+        .any(|c| c.uid == consumer.uid && c.name == consumer.name && c.resource == consumer.resource)
+    {
+        reserved.push(consumer.clone());
+        changed = true;
+    }
+    if !changed {
+        return Ok(false);
+    }
+    write_status(store, Object::ResourceClaim(claim))
 }
 
 /// Writes a status change; true when the store took a new resourceVersion.

@@ -35,6 +35,23 @@ pub struct SchedulerConfig {
     /// Plugins enabled and disabled per extension point, as a KubeSchedulerConfiguration
     /// profile's `plugins` (applied to the defaults of [`crate::plugins::registry`]).
     pub plugins: PluginsConfig,
+    /// Profile option `evictGangOnFailedNode`: when the pods a PodGroup lost with a failed
+    /// node cannot be replaced, evict the whole gang and place it again (`true`) or keep
+    /// the replacements Pending next to the survivors (`false`). `None`: the mode's
+    /// default, on with `topologyLevels` (Kueue's `TASFailedNodeReplacementFailFast`
+    /// gate), off without (KEP-5732 keeps them Pending in the old domain).
+    pub evict_gang_on_failed_node: Option<bool>,
+}
+
+impl SchedulerConfig {
+    /// Whether a gang whose lost pods find no replacement is evicted and placed again
+    /// (see [`SchedulerConfig::evict_gang_on_failed_node`]).
+    pub fn evicts_gang_on_failed_node(&self) -> bool {
+        self.evict_gang_on_failed_node.unwrap_or_else(|| {
+            !self.topology_levels.is_empty()
+                && self.gates.enabled(placer_api::gates::Gate::TASFailedNodeReplacementFailFast)
+        })
+    }
 }
 
 /// An extension point a profile configures plugins at (KubeSchedulerConfiguration's
@@ -197,6 +214,7 @@ impl Default for SchedulerConfig {
             pod_max_backoff_ms: 10_000,
             placement_search: PlacementSearch::Optimized,
             plugins: PluginsConfig::default(),
+            evict_gang_on_failed_node: None,
         }
     }
 }

@@ -17,6 +17,9 @@ use std::sync::Arc;
 use placer_api::gates::Gate;
 use placer_api::k8s::api::core::v1::{Node, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
+use placer_api::k8s::api::resource::v1::{
+    AllocationResult, DeviceClass, ResourceClaim, ResourceClaimConsumerReference, ResourceSlice,
+};
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::PodGroup;
 use rustc_hash::FxHashMap;
@@ -26,7 +29,7 @@ use crate::framework::group::GroupOutcome;
 use crate::framework::preemption::GroupHooks;
 use crate::framework::Framework;
 use crate::metrics::*;
-use crate::model::{GroupKey, GroupPolicy, NodeId, NodeStatic, PodGroupInfo, PodInfo, PodKey};
+use crate::model::{GroupKey, GroupPolicy, NodeId, NodeStatic, ObjectKey, PodGroupInfo, PodInfo, PodKey};
 use crate::observer::Observer;
 use crate::placement::{schedule_pod_group, GroupContext, PlacementFramework};
 use crate::podgroup::{
@@ -34,6 +37,7 @@ use crate::podgroup::{
     MSG_WAITING_ON_PREEMPTION,
 };
 use crate::queue::{Admission, QueuedPod, SchedulingQueue};
+use crate::snapshot::dra::ClaimWrite;
 use crate::snapshot::Snapshot;
 use crate::strategy::Strategy;
 /// The PodGroup condition type (v1.36).
@@ -56,6 +60,12 @@ pub enum ClusterEvent {
     PriorityClassDeleted(String),
     PodDisruptionBudgetUpserted(Arc<PodDisruptionBudget>),
     PodDisruptionBudgetDeleted(PodKey),
+    DeviceClassUpserted(Arc<DeviceClass>),
+    DeviceClassDeleted(String),
+    ResourceSliceUpserted(Arc<ResourceSlice>),
+    ResourceSliceDeleted(String),
+    ResourceClaimUpserted(Arc<ResourceClaim>),
+    ResourceClaimDeleted(ObjectKey),
 }
 
 /// Something the caller must carry out in the cluster, in order.
@@ -81,6 +91,14 @@ pub enum Decision {
     PodGroupDisruptionTarget { group: GroupKey, message: String },
     /// A `Scheduled` event for a bound pod ("Successfully assigned ns/pod to node").
     ScheduledEvent { pod: PodKey, message: String },
+    /// DynamicResources PreBind, before the pod's [`Decision::Bind`]: write the
+    /// ResourceClaim's status: set `allocation` when given (the claim had none) and add
+    /// `consumer` to `reservedFor` when missing.
+    ClaimStatus {
+        claim: ObjectKey,
+        allocation: Option<AllocationResult>,
+        consumer: ResourceClaimConsumerReference,
+    },
     /// Failed-node replacement gave up (seed 002, `TASFailedNodeReplacementFailFast`):
     /// evict every pod of `pods` (key, uid) of the PodGroup, each with a `DisruptionTarget`
     /// condition naming `failed_nodes`, and report it on the PodGroup; the group is then
@@ -139,6 +157,17 @@ pub struct Engine {
     tas: tas_unit::TasState,
     /// Nominations and evictions in flight ([`crate::preemption`]).
     preempt: preempt::PreemptionState,
+    /// Wall clock minus the scheduling clock (`now_ms`), in milliseconds, once the owner
+    /// gave a wall clock ([`Engine::set_wall_clock`]).
+    wall_offset_ms: Option<i64>,
+    /// Not-ready nodes and when they count as failed (Unix ms: the `Ready` condition's
+    /// transition plus Kueue's `NodeFailureDelay`), so waiting groups are retried then.
+    node_failure_deadlines: BTreeMap<String, i64>,
+    /// The wall-clock time up to which passed deadlines have retried waiting groups.
+    failure_checked_unix_ms: i64,
+    /// Nodes where PodGroups lost members (deleted while bound), for the KEP-5732
+    /// strategy, which has no TopologyAssignment naming its nodes.
+    lost_on: FxHashMap<GroupKey, std::collections::BTreeSet<String>>,
     /// Unit tests only: the last object applied for every pod (the engine itself keeps
     /// only [`PodInfo`]), so tests can write updates as a store would.
     #[cfg(test)]
@@ -168,10 +197,12 @@ impl Engine {
         let fw = registry.pod_framework(&config);
         let placements = registry.placement_framework(&config);
         let queue = SchedulingQueue::new(config.pod_initial_backoff_ms, config.pod_max_backoff_ms);
+        let mut snapshot = Snapshot::new();
+        snapshot.dra_mut().workload_claims = config.gates.enabled(Gate::DRAWorkloadResourceClaims);
         Engine {
             fw,
             placements,
-            snapshot: Snapshot::new(),
+            snapshot,
             queue,
             pods: FxHashMap::default(),
             groups: GroupIndex::new(),
@@ -184,6 +215,10 @@ impl Engine {
             strategy: Strategy::new(&config),
             tas: tas_unit::TasState::default(),
             preempt: preempt::PreemptionState::default(),
+            wall_offset_ms: None,
+            node_failure_deadlines: BTreeMap::new(),
+            failure_checked_unix_ms: i64::MIN,
+            lost_on: FxHashMap::default(),
             config,
             #[cfg(test)]
             pod_objects: FxHashMap::default(),
@@ -265,11 +300,16 @@ impl Engine {
         }
         match event {
             ClusterEvent::NodeUpserted(node) => self.apply_node(node, now_ms),
-            ClusterEvent::NodeDeleted(name) => self.snapshot.remove_node(&name),
+            ClusterEvent::NodeDeleted(name) => {
+                self.node_failure_deadlines.remove(&name);
+                self.snapshot.remove_node(&name);
+            }
             ClusterEvent::PodUpserted(pod) => self.apply_pod(pod, now_ms),
             ClusterEvent::PodDeleted(key) => self.delete_pod(&key, now_ms),
             ClusterEvent::PodGroupUpserted(pg) => self.apply_pod_group(pg, now_ms),
             ClusterEvent::PodGroupDeleted(key) => {
+                self.lost_on.remove(&key);
+                self.snapshot.dra_mut().remove_group(&key);
                 self.tas.unindex(&key);
                 self.groups.entry_mut(&key).info = None;
                 self.groups.entry_mut(&key).condition = None;
@@ -298,7 +338,29 @@ impl Engine {
             ClusterEvent::PodDisruptionBudgetDeleted(key) => {
                 self.pdbs.remove(&key);
             }
+            ClusterEvent::DeviceClassUpserted(_)
+            | ClusterEvent::DeviceClassDeleted(_)
+            | ClusterEvent::ResourceSliceUpserted(_)
+            | ClusterEvent::ResourceSliceDeleted(_)
+            | ClusterEvent::ResourceClaimUpserted(_)
+            | ClusterEvent::ResourceClaimDeleted(_) => self.apply_dra(event, now_ms),
         }
+    }
+
+    /// A DRA object changed: the state the DynamicResources plugin reads is updated and
+    /// unschedulable pods are moved on (a device may have been freed, a claim created).
+    fn apply_dra(&mut self, event: ClusterEvent, now_ms: u64) {
+        let dra = self.snapshot.dra_mut();
+        match event {
+            ClusterEvent::DeviceClassUpserted(c) => dra.upsert_class(c),
+            ClusterEvent::DeviceClassDeleted(name) => dra.remove_class(&name),
+            ClusterEvent::ResourceSliceUpserted(s) => dra.upsert_slice(s),
+            ClusterEvent::ResourceSliceDeleted(name) => dra.remove_slice(&name),
+            ClusterEvent::ResourceClaimUpserted(c) => dra.upsert_claim(c),
+            ClusterEvent::ResourceClaimDeleted(key) => dra.remove_claim(&key),
+            _ => return,
+        }
+        self.queue.move_all_unschedulable(now_ms, |_| true);
     }
 
     fn apply_node(&mut self, node: Arc<Node>, now_ms: u64) {
@@ -313,6 +375,15 @@ impl Engine {
             None => true,
             Some(id) => node_changed(&self.snapshot.node(id).info, &info),
         };
+        match info.not_ready_since_unix_ms {
+            Some(since) => {
+                let deadline = since.saturating_add(crate::tas::NODE_FAILURE_DELAY_MS);
+                self.node_failure_deadlines.insert(info.name.clone(), deadline);
+            }
+            None => {
+                self.node_failure_deadlines.remove(&info.name);
+            }
+        }
         self.snapshot.upsert_node(info);
         if changed {
             self.queue.move_all_unschedulable(now_ms, |_| true);
@@ -423,10 +494,15 @@ impl Engine {
 
     fn delete_pod(&mut self, key: &PodKey, now_ms: u64) {
         let old = self.pods.remove(key);
+        self.snapshot.dra_mut().forget_pod(key);
         self.preempt.forget(key);
         self.queue.remove(key);
         self.assumed.remove(key);
+        let node = self.snapshot.pod_node(key).map(|id| self.snapshot.node(id).name().to_string());
         let freed = self.snapshot.remove_pod(key).is_some();
+        if let (Some(node), Some(group)) = (node, old.as_deref().and_then(Self::group_key_of)) {
+            self.lost_on.entry(group).or_default().insert(node);
+        }
         self.update_membership(old.as_deref(), None);
         if freed {
             self.queue.move_all_unschedulable(now_ms, |_| true);
@@ -461,6 +537,7 @@ impl Engine {
         };
         info.priority = Some(self.resolve_priority(pg.spec.priority, pg.spec.priority_class_name.as_deref()));
         let key = info.key.clone();
+        self.snapshot.dra_mut().upsert_group(key.clone(), pg.clone());
         self.tas.index(&info);
         let observed = pg
             .status
@@ -598,6 +675,18 @@ impl Engine {
     /// Runs scheduling cycles for everything ready at `now_ms` and returns the decisions.
     pub fn schedule(&mut self, now_ms: u64, observer: &mut dyn Observer) -> Vec<Decision> {
         let mut out = std::mem::take(&mut self.pending);
+        let wall =
+            self.wall_offset_ms.map(|off| i64::try_from(now_ms).unwrap_or(i64::MAX).saturating_add(off));
+        self.snapshot.set_now_unix_ms(wall);
+        if let Some(wall) = wall {
+            // A node whose not-ready time ran past the failure delay since the last cycle
+            // is now failed: groups waiting next to it may be repaired or evicted.
+            let checked = self.failure_checked_unix_ms;
+            if self.node_failure_deadlines.values().any(|&d| d > checked && d <= wall) {
+                self.queue.move_all_unschedulable(now_ms, |_| true);
+            }
+            self.failure_checked_unix_ms = wall;
+        }
         while let Some(queued) = self.queue.pop(now_ms) {
             if let Admission::Reject(reason) = self.pre_enqueue(&queued.pod) {
                 self.queue.gate(queued, reason);
@@ -612,9 +701,32 @@ impl Engine {
         out
     }
 
-    /// The earliest virtual time at which a backed-off pod becomes ready again.
+    /// The earliest time at which a backed-off pod becomes ready again or a not-ready node
+    /// becomes failed (with a wall clock, [`Engine::set_wall_clock`]).
     pub fn next_wakeup_ms(&self) -> Option<u64> {
+        let failure = self.wall_offset_ms.and_then(|off| {
+            let checked = self.failure_checked_unix_ms;
+            let next = self.node_failure_deadlines.values().filter(|&&d| d > checked).min()?;
+            u64::try_from(next.saturating_sub(off)).ok()
+        });
+        match (self.queue.next_backoff_ms(), failure) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The earliest time a backed-off pod becomes ready again (retries only, without the
+    /// node failure deadlines of [`Engine::next_wakeup_ms`]).
+    pub fn next_backoff_ms(&self) -> Option<u64> {
         self.queue.next_backoff_ms()
+    }
+
+    /// Gives the engine the wall clock (`wall_unix_ms`, Unix milliseconds) that goes with
+    /// the scheduling clock's `now_ms`, so that rules ageing node conditions (Kueue's 30 s
+    /// `NodeFailureDelay` for not-ready nodes) can compare them with `lastTransitionTime`.
+    /// Without it, a not-ready node counts as failed at once.
+    pub fn set_wall_clock(&mut self, now_ms: u64, wall_unix_ms: i64) {
+        self.wall_offset_ms = Some(wall_unix_ms.saturating_sub(i64::try_from(now_ms).unwrap_or(i64::MAX)));
     }
 
     /// A binding the engine asked for failed: forget the assumption and requeue the pod
@@ -622,6 +734,7 @@ impl Engine {
     pub fn binding_failed(&mut self, pod: &PodKey, now_ms: u64) {
         let Some(assumed) = self.assumed.remove(pod) else { return };
         self.snapshot.remove_pod(pod);
+        self.snapshot.dra_mut().forget_pod(pod);
         if let Some(current) = self.pods.get(pod).cloned() {
             if current.node_name.is_none() && !current.terminal && !current.deleting {
                 let mut queued = assumed.queued;
@@ -646,9 +759,10 @@ impl Engine {
         let secs = obs.elapsed_seconds(timer);
         obs.observe(METRIC_SCHEDULING_ALGORITHM_DURATION, &[], secs);
         match attempt {
-            preempt::SingleAttempt::Fits(node) => {
-                self.bind(queued, node, out);
-            }
+            preempt::SingleAttempt::Fits(node) => match self.commit_single(&queued.pod, node) {
+                Ok(writes) => self.bind(queued, node, writes, out),
+                Err(why) => self.fail(queued, REASON_UNSCHEDULABLE, why, true, now_ms, out),
+            },
             preempt::SingleAttempt::Preempts { fit, plan } => {
                 let key = queued.pod.key.clone();
                 let preemptor = format!("pod {key}");
@@ -673,8 +787,20 @@ impl Engine {
         }
     }
 
-    /// Marks a pod bound on `node` in the snapshot and emits the binding.
-    fn bind(&mut self, queued: QueuedPod, node: NodeId, out: &mut Vec<Decision>) {
+    /// Marks a pod bound on `node` in the snapshot and emits the binding, after the claim
+    /// status writes its binding cycle decided (the allocations they carry are held as
+    /// pending until the store shows them).
+    fn bind(&mut self, queued: QueuedPod, node: NodeId, writes: Vec<ClaimWrite>, out: &mut Vec<Decision>) {
+        for w in writes {
+            if let Some(a) = &w.allocation {
+                self.snapshot.dra_mut().record(w.claim.clone(), Arc::new(a.clone()), queued.pod.key.clone());
+            }
+            out.push(Decision::ClaimStatus {
+                claim: w.claim,
+                allocation: w.allocation,
+                consumer: w.consumer,
+            });
+        }
         let node_name = self.snapshot.node(node).name().to_string();
         let mut bound = (*queued.pod).clone();
         bound.node_name = Some(node_name.clone());

@@ -65,6 +65,13 @@ pub fn check_profile(config: &SchedulerConfig) -> Result<(), UnknownPlugin> {
     plugins::registry().check(config)
 }
 
+/// Compiles a DRA device selector (a DeviceClass's or a request's `selectors[].cel.expression`)
+/// with the CEL subset the allocator evaluates. Loaders call this so that an expression the
+/// API server would reject, or one Placer cannot evaluate, is an error naming the field.
+pub fn check_device_selector(expression: &str) -> Result<(), String> {
+    snapshot::dra::cel::compile(expression).map(|_| ()).map_err(|e| e.to_string())
+}
+
 /// Internals for the criterion benchmarks (`benches/`): not a stable API.
 pub mod bench {
     pub use crate::framework::group::GroupCycle;

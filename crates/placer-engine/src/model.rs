@@ -118,6 +118,38 @@ pub struct PodSchedulingView {
     pub start_time: Option<Time>,
     /// `status.conditions` has `Ready=False`.
     pub reports_not_ready: bool,
+    /// `spec.resourceClaims` with the claims generated for them (DRA).
+    pub resource_claims: Box<[PodClaim]>,
+}
+
+/// One `spec.resourceClaims` entry of a pod, with the name of the claim the control plane
+/// generated for it when it names a template (`status.resourceClaimStatuses`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodClaim {
+    pub name: String,
+    pub resource_claim_name: Option<String>,
+    pub resource_claim_template_name: Option<String>,
+    /// The status entry: `None` while there is none; `Some(None)` when no claim is needed.
+    pub generated: Option<Option<String>>,
+}
+
+impl PodClaim {
+    /// The entries of a pod.
+    pub fn of(pod: &Pod) -> Box<[PodClaim]> {
+        let statuses = pod.status.as_ref().and_then(|s| s.resource_claim_statuses.as_deref()).unwrap_or(&[]);
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.resource_claims.as_deref())
+            .unwrap_or(&[])
+            .iter()
+            .map(|c| PodClaim {
+                name: c.name.clone(),
+                resource_claim_name: c.resource_claim_name.clone(),
+                resource_claim_template_name: c.resource_claim_template_name.clone(),
+                generated: statuses.iter().find(|s| s.name == c.name).map(|s| s.resource_claim_name.clone()),
+            })
+            .collect()
+    }
 }
 
 impl PodSchedulingView {
@@ -167,6 +199,7 @@ impl PodSchedulingView {
             reports_not_ready: status
                 .and_then(|s| s.conditions.as_ref())
                 .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "False")),
+            resource_claims: PodClaim::of(pod),
         }
     }
 
@@ -188,6 +221,7 @@ impl PodSchedulingView {
             completion_index: _,
             start_time: _,
             reports_not_ready: _,
+            resource_claims, // the generated claim names (status) decide where a pod can go
         } = self;
         *labels == other.labels
             && *node_selector == other.node_selector
@@ -198,6 +232,7 @@ impl PodSchedulingView {
             && *scheduling_gates == other.scheduling_gates
             && *spec_priority == other.spec_priority
             && *priority_class_name == other.priority_class_name
+            && *resource_claims == other.resource_claims
     }
 }
 
@@ -398,6 +433,10 @@ pub struct NodeStatic {
     pub unschedulable: bool,
     /// `Ready` condition is `True`, or absent (the scenario format's default).
     pub ready: bool,
+    /// Not ready: the `Ready` condition's `lastTransitionTime` in Unix milliseconds (a
+    /// condition without one counts as not ready since long ago, as Kueue's node failure
+    /// controller measures it). `None` when ready.
+    pub not_ready_since_unix_ms: Option<i64>,
 }
 
 impl NodeStatic {
@@ -409,14 +448,17 @@ impl NodeStatic {
                 .map_err(|source| ModelError::NodeResources { node: name.clone(), source })?,
             None => Resources::default(),
         };
-        let ready = match status.and_then(|s| s.conditions.as_ref()) {
-            Some(conds) => match conds.iter().find(|c| c.type_ == "Ready") {
-                Some(c) => c.status == "True",
-                None => true,
-            },
-            None => true,
+        let ready_cond =
+            status.and_then(|s| s.conditions.as_ref()).and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+        let ready = ready_cond.is_none_or(|c| c.status == "True");
+        let not_ready_since_unix_ms = match ready_cond {
+            Some(c) if !ready => {
+                Some(c.last_transition_time.as_ref().map_or(i64::MIN / 2, |t| t.0.as_millisecond()))
+            }
+            _ => None,
         };
         Ok(NodeStatic {
+            not_ready_since_unix_ms,
             unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
             name,
             allocatable,

@@ -147,8 +147,9 @@ fn fit_signature(pod: &PodInfo) -> Option<FitSignature<'_>> {
         completion_index: _,         // placing order of the hierarchical strategy only
         start_time: _,               // victim ordering only
         reports_not_ready: _,        // victim ordering only
+        resource_claims,             // DynamicResources: devices are held per claim
     } = &**view;
-    if !topology_spread_constraints.is_empty() || node_name.is_some() {
+    if !topology_spread_constraints.is_empty() || node_name.is_some() || !resource_claims.is_empty() {
         return None;
     }
     let (node_affinity, anti_affinity) = match affinity.as_deref() {

@@ -3,6 +3,7 @@
 //! back without copying the cluster.
 
 mod domains;
+pub mod dra;
 
 use std::sync::Arc;
 
@@ -130,6 +131,9 @@ enum Undo {
     Added(NodeId, PodKey),
     /// A pod was removed from this node; rollback puts it back.
     Removed(NodeId, Arc<PodInfo>),
+    /// An assumed pod allocated a claim; rollback restores the claim's earlier pending
+    /// allocation (usually none).
+    Claim(crate::model::ObjectKey, Option<dra::Pending>),
 }
 
 /// A position in the undo log.
@@ -163,15 +167,63 @@ pub struct Snapshot {
     topology_domains: Vec<TopologyDomains>,
     /// `order` as a shared slice, with the `node_generation` it was taken at.
     all_nodes: Option<(u64, Arc<[NodeId]>)>,
+    /// The wall-clock time of the cycle in Unix milliseconds, when the engine's owner gave
+    /// one ([`crate::Engine::set_wall_clock`]); rules that age node conditions read it.
+    now_unix_ms: Option<i64>,
+    /// DRA objects and the allocations in flight.
+    dra: dra::DraState,
 }
 
 impl Snapshot {
+    /// The wall-clock time of the cycle (Unix milliseconds), if known.
+    pub fn now_unix_ms(&self) -> Option<i64> {
+        self.now_unix_ms
+    }
+
+    pub fn set_now_unix_ms(&mut self, now: Option<i64>) {
+        self.now_unix_ms = now;
+    }
+
     pub fn new() -> Self {
         Self::default()
     }
 
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// DRA objects and in-flight allocations.
+    pub fn dra(&self) -> &dra::DraState {
+        &self.dra
+    }
+
+    /// DRA state, for the engine's event handling and its durable (non-simulated) records.
+    pub fn dra_mut(&mut self) -> &mut dra::DraState {
+        self.generation += 1;
+        &mut self.dra
+    }
+
+    /// Allocates the unallocated claims of `pod` on `node` for the rest of the simulation
+    /// (an assumed pod holds its devices as it holds its capacity). A pod whose claims
+    /// cannot be allocated there holds none: the filter already rejected that node.
+    fn assume_claims(&mut self, pod: &PodInfo, node: NodeId) {
+        if pod.view.resource_claims.is_empty() {
+            return;
+        }
+        let Ok(claims) = self.dra.pod_claims(pod) else { return };
+        let todo: Vec<&dra::ClaimEntry> =
+            claims.iter().filter(|c| c.allocation.is_none()).map(|c| &*c.entry).collect();
+        if todo.is_empty() {
+            return;
+        }
+        let in_use = self.dra.in_use();
+        let info = self.node(node).info.clone();
+        let Ok(Some(results)) = self.dra.allocate(&todo, &info, &in_use) else { return };
+        let keys: Vec<crate::model::ObjectKey> = todo.iter().map(|e| e.key.clone()).collect();
+        for (key, allocation) in keys.into_iter().zip(results) {
+            let old = self.dra.record(key.clone(), Arc::new(allocation), pod.key.clone());
+            self.undo.push(Undo::Claim(key, old));
+        }
     }
 
     /// Changes whenever a node is added or removed or changes its labels, readiness or
@@ -413,6 +465,7 @@ impl Snapshot {
         self.generation += 1;
         let key = pod.key.clone();
         self.location.insert(key.clone(), node);
+        self.assume_claims(&pod, node);
         self.with_node(node, |n| n.add_pod(pod)).expect("live node");
         self.undo.push(Undo::Added(node, key));
     }
@@ -440,6 +493,7 @@ impl Snapshot {
                     self.location.insert(pod.key.clone(), id);
                     self.with_node(id, |n| n.add_pod(pod));
                 }
+                Undo::Claim(key, old) => self.dra.restore(key, old),
             }
         }
     }

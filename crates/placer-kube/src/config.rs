@@ -20,6 +20,8 @@
 //! jobController: {enabled: true}
 //! clientConnection: {qps: 50, burst: 100}   # kube-scheduler's defaults; qps -1: no limit
 //! binding: {concurrency: 64}          # binding calls in flight at once
+//! evictGangOnFailedNode: true         # lost pods with no replacement: evict and re-place
+//!                                     # the gang (default: on with topologyLevels, else off)
 //! ```
 //!
 //! Parsing rejects unknown fields; validation then checks every value and reports the
@@ -110,6 +112,10 @@ pub struct FileConfig {
     pub client_connection: ClientConnectionFile,
     #[serde(default)]
     pub binding: BindingFile,
+    /// When a gang's pods lost with a failed node find no replacement, evict the whole
+    /// gang and place it again (`true`) or keep them Pending (`false`). Absent: on with
+    /// `topologyLevels`, off without.
+    pub evict_gang_on_failed_node: Option<bool>,
 }
 
 /// `clientConnection` (as in `KubeSchedulerConfiguration`).
@@ -424,6 +430,7 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
         placement_scoring_strategy: placement,
         pod_initial_backoff_ms: initial,
         pod_max_backoff_ms: max,
+        evict_gang_on_failed_node: raw.evict_gang_on_failed_node,
         // Settings the file does not expose keep the engine's defaults.
         ..defaults
     };
@@ -644,8 +651,11 @@ featureGates: {TASBalancedPlacement: true, GangScheduling: false}
 leaderElection: {enabled: true, leaseName: placer-lock, namespace: placer-system, leaseDurationSeconds: 20, renewGraceSeconds: 4}
 metricsAddr: "127.0.0.1:9090"
 jobController: {enabled: false}
+evictGangOnFailedNode: false
 "#,
         );
+        assert_eq!(s.scheduler.evict_gang_on_failed_node, Some(false));
+        assert!(!s.scheduler.evicts_gang_on_failed_node(), "the option overrides the hierarchical default");
         assert_eq!(s.scheduler.scheduler_names, vec!["gang-scheduler".to_string()]);
         assert_eq!(s.scheduler.topology_levels.len(), 3);
         assert_eq!(s.scheduler.percentage_of_placements_to_score, Some(40));

@@ -8,6 +8,7 @@ use placer_api::k8s::api::batch::v1::{CronJob, Job};
 use placer_api::k8s::api::coordination::v1::Lease;
 use placer_api::k8s::api::core::v1::{Event, Namespace, Node, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
+use placer_api::k8s::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
 use placer_cluster::{Kind, Object, StoreError};
@@ -43,6 +44,10 @@ kind_type!(PodDisruptionBudget, PodDisruptionBudget);
 kind_type!(Namespace, Namespace);
 kind_type!(Event, Event);
 kind_type!(Lease, Lease);
+kind_type!(DeviceClass, DeviceClass);
+kind_type!(ResourceSlice, ResourceSlice);
+kind_type!(ResourceClaim, ResourceClaim);
+kind_type!(ResourceClaimTemplate, ResourceClaimTemplate);
 
 /// Group, version and plural of a kind.
 pub(crate) fn api_resource(kind: Kind) -> ApiResource {
@@ -58,6 +63,10 @@ pub(crate) fn api_resource(kind: Kind) -> ApiResource {
         Kind::Namespace => ApiResource::erase::<Namespace>(&()),
         Kind::Event => ApiResource::erase::<Event>(&()),
         Kind::Lease => ApiResource::erase::<Lease>(&()),
+        Kind::DeviceClass => ApiResource::erase::<DeviceClass>(&()),
+        Kind::ResourceSlice => ApiResource::erase::<ResourceSlice>(&()),
+        Kind::ResourceClaim => ApiResource::erase::<ResourceClaim>(&()),
+        Kind::ResourceClaimTemplate => ApiResource::erase::<ResourceClaimTemplate>(&()),
     }
 }
 

@@ -284,6 +284,26 @@ impl KubeStore {
                     use placer_api::k8s::api::coordination::v1::Lease;
                     self.handle.spawn(reflect::<Lease>(client, shared, metrics, server))
                 }
+                Kind::DeviceClass
+                | Kind::ResourceSlice
+                | Kind::ResourceClaim
+                | Kind::ResourceClaimTemplate => {
+                    use placer_api::k8s::api::resource::v1 as resource;
+                    match kind {
+                        Kind::DeviceClass => self
+                            .handle
+                            .spawn(reflect::<resource::DeviceClass>(client, shared, metrics, server)),
+                        Kind::ResourceSlice => self
+                            .handle
+                            .spawn(reflect::<resource::ResourceSlice>(client, shared, metrics, server)),
+                        Kind::ResourceClaim => self
+                            .handle
+                            .spawn(reflect::<resource::ResourceClaim>(client, shared, metrics, server)),
+                        _ => self.handle.spawn(reflect::<resource::ResourceClaimTemplate>(
+                            client, shared, metrics, server,
+                        )),
+                    }
+                }
             };
             tasks.push(task);
         }

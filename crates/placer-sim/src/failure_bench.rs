@@ -55,6 +55,20 @@ impl FailureBench {
             seed: 42,
         }
     }
+
+    /// The standard run scaled to `racks` racks of `hosts` nodes with `failures` node
+    /// failures (gang counts scale with the racks).
+    pub fn scaled(racks: u32, hosts: u32, failures: u32) -> FailureBench {
+        let mut b = FailureBench::standard();
+        let scale = f64::from(racks) / f64::from(b.racks);
+        b.racks = racks;
+        b.hosts_per_rack = hosts;
+        b.failures = failures;
+        b.full_rack_gangs = ((f64::from(b.full_rack_gangs) * scale).round() as u32).max(1);
+        b.partial_gangs = ((f64::from(b.partial_gangs) * scale).round() as u32).max(1);
+        b.partial_gang_size = b.partial_gang_size.min(hosts.saturating_sub(2).max(1));
+        b
+    }
 }
 
 /// What one run measured.

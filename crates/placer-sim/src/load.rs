@@ -29,6 +29,7 @@ use placer_api::k8s::api::batch::v1::{CronJob, Job};
 use placer_api::k8s::api::coordination::v1::Lease;
 use placer_api::k8s::api::core::v1::{Event, Namespace, Node, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
+use placer_api::k8s::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
 use placer_cluster::validation::echo;
@@ -723,6 +724,12 @@ impl<'de> Deserialize<'de> for Typed {
             Some(Kind::Namespace) => Object::Namespace(Namespace::deserialize(d)?),
             Some(Kind::Event) => Object::Event(Event::deserialize(d)?),
             Some(Kind::Lease) => Object::Lease(Lease::deserialize(d)?),
+            Some(Kind::DeviceClass) => Object::DeviceClass(DeviceClass::deserialize(d)?),
+            Some(Kind::ResourceSlice) => Object::ResourceSlice(ResourceSlice::deserialize(d)?),
+            Some(Kind::ResourceClaim) => Object::ResourceClaim(ResourceClaim::deserialize(d)?),
+            Some(Kind::ResourceClaimTemplate) => {
+                Object::ResourceClaimTemplate(ResourceClaimTemplate::deserialize(d)?)
+            }
         };
         Ok(Typed(Some(object)))
     }

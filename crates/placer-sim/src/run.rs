@@ -30,6 +30,7 @@ use placer_cluster::embedded::EmbeddedCluster;
 use placer_cluster::{ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError};
 use placer_controllers::cronjob::{CronJobController, CronJobValidation};
 use placer_controllers::job::{JobController, JobValidation};
+use placer_controllers::resourceclaim::ResourceClaimController;
 use placer_controllers::scheduler::SchedulerController;
 use placer_controllers::Controller;
 use placer_engine::SchedulerConfig;
@@ -159,6 +160,7 @@ pub fn scheduler_config(s: &Scenario) -> Result<SchedulerConfig, String> {
     c.topology_levels = p.topology_levels.clone();
     c.plugin_weights = p.plugin_weights.clone();
     c.percentage_of_placements_to_score = p.percentage_of_placements_to_score;
+    c.evict_gang_on_failed_node = p.evict_gang_on_failed_node;
     let strategy = |name: &str| match name {
         "MostAllocated" => Ok(ScoringStrategy::most_allocated()),
         "LeastAllocated" => Ok(ScoringStrategy::least_allocated()),
@@ -215,11 +217,12 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
         Metrics::new(profile, if opts.wall_clock_metrics { Clock::Wall } else { Clock::Frozen })
     });
     let controllers: Vec<Box<dyn Controller>> = vec![
-        Box::new(JobController::new(gates)),
+        Box::new(JobController::new(gates.clone())),
         Box::new(SchedulerController::new(config, Box::new(metrics.observer()))),
         Box::new(SimKubelet::new(frozen)),
         Box::new(CronJobController::new()),
         Box::new(NodeLifecycle::new(terminating)),
+        Box::new(ResourceClaimController::new(&gates)),
     ];
     let mut sim = Sim {
         store,
@@ -422,7 +425,7 @@ impl Sim<'_> {
         self.fixed_point(phase)?;
         loop {
             let now = self.store.now_ms();
-            let Some(t) = self.controllers[SCHEDULER].next_wakeup_ms() else { break };
+            let Some(t) = self.controllers[SCHEDULER].next_retry_ms() else { break };
             if t <= now || t > last_change.saturating_add(self.idle_window_ms) {
                 break;
             }

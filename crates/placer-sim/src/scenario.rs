@@ -151,6 +151,11 @@ pub struct ProfileSpec {
     /// points), plugins `enabled` after the defaults and default plugins `disabled`.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginSetSpec>,
+    /// Placer extension: when a gang's pods lost with a failed node find no replacement,
+    /// evict the whole gang and place it again (`true`) or keep them Pending (`false`).
+    /// Absent: on with `topologyLevels` (Kueue's fail-fast), off without (KEP-5732).
+    #[serde(default)]
+    pub evict_gang_on_failed_node: Option<bool>,
 }
 
 /// `plugins.<point>` of a profile.

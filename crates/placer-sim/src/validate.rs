@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use placer_api::gates::FeatureGates;
+use placer_api::k8s::api::resource::v1::DeviceSelector;
 use placer_cluster::validation::{
     check_label_key, check_label_value, check_quantity, echo, validate as api_validate,
 };
@@ -177,6 +178,39 @@ fn err(problems: &mut Vec<Problem>, m: &Manifest, field: &str, message: String) 
 fn validate_manifest(m: &Manifest, problems: &mut Vec<Problem>) {
     for e in api_validate(&m.object) {
         err(problems, m, &e.field, e.message);
+    }
+    // DRA selectors: the API server compiles their CEL on write; Placer also rejects what its
+    // CEL subset cannot evaluate.
+    let mut cel = |path: String, selectors: Option<&[DeviceSelector]>| {
+        for (i, s) in selectors.unwrap_or(&[]).iter().enumerate() {
+            if let Some(c) = s.cel.as_ref().filter(|c| !c.expression.trim().is_empty()) {
+                if let Err(e) = placer_engine::check_device_selector(&c.expression) {
+                    err(
+                        problems,
+                        m,
+                        &format!("{path}[{i}].cel.expression"),
+                        format!("compilation failed: {e}"),
+                    );
+                }
+            }
+        }
+    };
+    let claim_spec = match &m.object {
+        Object::DeviceClass(c) => {
+            cel("spec.selectors".into(), c.spec.selectors.as_deref());
+            None
+        }
+        Object::ResourceClaim(c) => Some(("spec", &c.spec)),
+        Object::ResourceClaimTemplate(t) => Some(("spec.spec", &t.spec.spec)),
+        _ => None,
+    };
+    if let Some((path, spec)) = claim_spec {
+        let requests = spec.devices.as_ref().and_then(|d| d.requests.as_deref()).unwrap_or(&[]);
+        for (i, r) in requests.iter().enumerate() {
+            if let Some(x) = &r.exactly {
+                cel(format!("{path}.devices.requests[{i}].exactly.selectors"), x.selectors.as_deref());
+            }
+        }
     }
     if let Object::CronJob(c) = &m.object {
         if !c.spec.schedule.trim().is_empty() {

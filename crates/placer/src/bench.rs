@@ -31,9 +31,18 @@ pub struct Args {
     /// profile the optimized path alone).
     #[arg(long)]
     no_baseline: bool,
+    /// Run the failure benchmark instead (issue 15): 5,000 nodes in 250 racks running
+    /// rack-constrained gang Jobs, 1 % of the nodes failing at random times in virtual
+    /// time; prints time to recovery p50/p99, gangs repaired in place vs re-placed and
+    /// GPU-hours lost. With `--quick`: 10 racks, 2 failures.
+    #[arg(long, conflicts_with_all = ["filter", "json", "baseline", "no_baseline"])]
+    failures: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<Status> {
+    if args.failures {
+        return run_failures(args.quick);
+    }
     let options = BenchOptions {
         filter: args.filter,
         quick: args.quick,
@@ -53,6 +62,20 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
     } else {
         out.write_all(render_text(&report).as_bytes())?;
     }
+    out.flush()?;
+    Ok(Status::Pass)
+}
+
+/// `placer bench --failures`.
+fn run_failures(quick: bool) -> anyhow::Result<Status> {
+    use placer_sim::failure_bench::{run_failure_bench, FailureBench};
+    let b = if quick { FailureBench::scaled(10, 20, 2) } else { FailureBench::standard() };
+    if cfg!(debug_assertions) && !quick {
+        tracing::warn!("placer bench --failures in a debug build: wall-clock figures are not representative");
+    }
+    let report = run_failure_bench(&b).map_err(|e| anyhow::anyhow!("failure benchmark: {e}"))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{report}")?;
     out.flush()?;
     Ok(Status::Pass)
 }

@@ -14,6 +14,7 @@
 mod bench;
 mod cluster;
 mod output;
+mod replay;
 mod serve;
 mod simulate;
 mod validate;
@@ -45,6 +46,8 @@ enum Command {
     Cluster(cluster::Args),
     /// Measure the engine: throughput, decision latency, scaling, optimized vs baseline.
     Bench(bench::Args),
+    /// Replay traces under several placement semantics and compare placement quality.
+    Replay(replay::Args),
 }
 
 /// Outcome of a command, ordered by severity (the worst file decides the exit code).
@@ -89,6 +92,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Cluster(args) => cluster::run(args),
+        Command::Replay(args) => replay::run(args),
     };
     match result {
         Ok(status) => status.into(),

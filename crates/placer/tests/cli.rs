@@ -193,3 +193,66 @@ fn simulate_help_points_to_the_in_repository_format() {
     assert!(stdout.contains("docs/scenario-format.md"), "{stdout}");
     assert!(workspace().join("docs/scenario-format.md").is_file());
 }
+
+#[test]
+fn bench_failures_prints_recovery_figures() {
+    let out = placer(&["bench", "--failures", "--quick"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("failure benchmark: 200 nodes"), "{stdout}");
+    assert!(stdout.contains("repaired in place"), "{stdout}");
+    assert!(stdout.contains("re-placed"), "{stdout}");
+    assert!(stdout.contains("time to recovery p50"), "{stdout}");
+    assert!(stdout.contains("GPU-hours lost"), "{stdout}");
+}
+
+#[test]
+fn replay_prints_the_side_by_side_table_and_writes_the_plot() {
+    let dir = std::env::temp_dir().join(format!("placer-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("small.html");
+    let out = placer(&[
+        "replay",
+        "examples/traces/small.yaml",
+        "--configs",
+        "kep5732,tas-bestfit,placer",
+        "--plot",
+        path(&page),
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.starts_with("trace small: 32 nodes, 9 arrivals (6 gangs)"), "{stdout}");
+    for id in ["kep5732", "tas-bestfit", "placer"] {
+        assert!(stdout.lines().any(|l| l.starts_with(id)), "a row for {id}: {stdout}");
+    }
+    assert!(stdout.contains("6/6"), "every gang completes: {stdout}");
+    assert!(stdout.contains("best per measure:"), "{stdout}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<svg") && html.contains("small: GPU utilisation"), "{html}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn replay_bad_input_exits_2_naming_what_is_wrong() {
+    let out = placer(&["replay", "examples/traces/small.yaml", "--configs", "nope"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    assert!(stderr.contains("unknown configuration \"nope\""), "{stderr}");
+    let out = placer(&["replay", "--builtin", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).1.contains("unknown built-in trace \"nope\""));
+    let dir = std::env::temp_dir().join(format!("placer-replay-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "name: bad\ncluster:\n  generate:\n    levels: [kubernetes.io/hostname]\n    fanout: [2]\n    \
+         allocatable: {cpu: \"4\", pods: \"10\"}\narrivals:\n  - {at: 0s, pods: 2, requests: {cpu: \"1\"}, required: rack, runTime: 1m}\n",
+    )
+    .unwrap();
+    let out = placer(&["replay", path(&bad)]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("bad.yaml:8: arrivals[0].required: unknown level \"rack\""), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -236,3 +236,71 @@ fn enabled_score_plugins_take_the_configured_weight() {
     assert!(e.fw.score_weights().contains(&("NodeAffinity", 7)));
     assert!(e.placements.scorers.iter().any(|(p, w)| p.name() == "PodGroupPodsCount" && *w == 4));
 }
+
+/// DynamicResources through the engine: a pod's claim is allocated at bind time and its
+/// status write comes before the binding; a second claim finds the only device taken.
+#[test]
+fn claim_status_is_written_before_the_binding_and_devices_are_not_reused() {
+    use placer_api::k8s::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+    let mut e = Engine::new(SchedulerConfig::default());
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "pods": "10"}}
+    }))
+    .unwrap();
+    e.apply(ClusterEvent::NodeUpserted(Arc::new(node)), 0);
+    let class: DeviceClass = serde_json::from_value(json!({
+        "metadata": {"name": "gpu"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}
+    }))
+    .unwrap();
+    e.apply(ClusterEvent::DeviceClassUpserted(Arc::new(class)), 0);
+    let slice: ResourceSlice = serde_json::from_value(json!({
+        "metadata": {"name": "n1"},
+        "spec": {"driver": "gpu.example.com", "nodeName": "n1",
+                 "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "gpu-0"}]}
+    }))
+    .unwrap();
+    e.apply(ClusterEvent::ResourceSliceUpserted(Arc::new(slice)), 0);
+    for (claim, pod) in [("a", "p1"), ("b", "p2")] {
+        let c: ResourceClaim = serde_json::from_value(json!({
+            "metadata": {"name": claim, "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}
+        }))
+        .unwrap();
+        e.apply(ClusterEvent::ResourceClaimUpserted(Arc::new(c)), 0);
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": pod, "namespace": "default", "uid": format!("uid-{pod}")},
+            "spec": {"containers": [{"name": "c", "image": "x"}],
+                     "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]}
+        }))
+        .unwrap();
+        e.apply(ClusterEvent::PodUpserted(Arc::new(p)), 0);
+    }
+    let out = e.schedule(0, &mut NoopObserver);
+    let kinds: Vec<String> = out
+        .iter()
+        .map(|d| match d {
+            Decision::ClaimStatus { claim, allocation, consumer } => format!(
+                "claim {} {} for {}",
+                claim.name,
+                allocation.as_ref().map_or("-".to_string(), |a| {
+                    a.devices.as_ref().unwrap().results.as_ref().unwrap()[0].device.clone()
+                }),
+                consumer.name
+            ),
+            Decision::Bind { pod, node, .. } => format!("bind {} {node}", pod.name),
+            Decision::PodUnschedulable { pod, message, .. } => format!("fail {} {message}", pod.name),
+            _ => String::new(),
+        })
+        .filter(|s| !s.is_empty())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "claim a gpu-0 for p1",
+            "bind p1 n1",
+            "fail p2 0/1 nodes are available: 1 cannot allocate all claims. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+        ]
+    );
+}

@@ -8,6 +8,7 @@
 use super::*;
 use crate::framework::group::{GroupDecision, MSG_GROUP_UNSCHEDULABLE};
 use crate::strategy::Strategy;
+use crate::tas::engine_bridge::{lasting_tolerations, node_failed};
 use crate::tas::strategy::hierarchical_assignment;
 
 impl Engine {
@@ -141,6 +142,39 @@ impl Engine {
             let refs: Vec<&GroupCycle> = cycles.iter().map(|(_, c)| c).collect();
             return hierarchical_assignment(&ctx, &mut self.snapshot, cache, &refs);
         }
-        cycles.iter().map(|(_, c)| Some(GroupDecision::of(self.run_group_cycle(c, obs)))).collect()
+        let mut out = Vec::with_capacity(cycles.len());
+        for (key, cycle) in cycles {
+            let outcome = self.run_group_cycle(cycle, obs);
+            out.push(Some(GroupDecision::of(self.evict_for_failed_nodes(key, cycle, outcome))));
+        }
+        out
+    }
+
+    /// KEP-5732 strategy with the profile option `evictGangOnFailedNode` on: a gang whose
+    /// members lost with a failed node cannot be replaced next to the survivors is evicted
+    /// whole, to be placed again (off, the default: the replacements stay Pending).
+    fn evict_for_failed_nodes(
+        &mut self,
+        key: &GroupKey,
+        cycle: &GroupCycle,
+        outcome: GroupOutcome,
+    ) -> GroupOutcome {
+        let GroupOutcome::Unschedulable { message, .. } = &outcome else { return outcome };
+        if !self.config.evicts_gang_on_failed_node() || cycle.scheduled.is_empty() || cycle.pods.is_empty() {
+            return outcome;
+        }
+        let Some(lost) = self.lost_on.get(key) else { return outcome };
+        let tolerations = lasting_tolerations(cycle);
+        let failed: Vec<String> = lost
+            .iter()
+            .filter(|n| node_failed(&self.snapshot, n, &tolerations, &self.config.gates))
+            .cloned()
+            .collect();
+        if failed.is_empty() {
+            return outcome;
+        }
+        self.lost_on.remove(key);
+        let message = format!("no replacement for failed node(s) {} fits: {message}", failed.join(", "));
+        GroupOutcome::EvictForNodeFailure { failed_nodes: failed, message }
     }
 }

@@ -15,11 +15,12 @@ use placer_api::annotations::TOPOLOGY_ASSIGNMENT;
 
 use super::*;
 use crate::framework::group::{unschedulable_all, GroupDecision, MSG_GROUP_UNSCHEDULABLE};
-use crate::framework::{CycleData, PermitVerdict};
+use crate::framework::{CycleData, PermitVerdict, Status};
+use crate::snapshot::dra::ClaimWrite;
 
 /// What happens to one member after a group cycle.
 enum Decided {
-    Bind { node: NodeId, nominate: bool },
+    Bind { node: NodeId, nominate: bool, writes: Vec<ClaimWrite> },
     Nominated { node: NodeId },
     Fail { reason: &'static str, message: String },
 }
@@ -40,7 +41,7 @@ impl Engine {
         out: &mut Vec<Decision>,
     ) -> &'static str {
         let GroupDecision { outcome, topology_assignment } = decision;
-        let outcome = self.commit(cycle, outcome);
+        let (outcome, mut writes) = self.commit(cycle, outcome);
         let mut take = |i: usize| cycle.pods.get(i).and_then(|p| queued.remove(&p.key));
         let mut decided: Vec<(QueuedPod, Decided)> = Vec::new();
         let (result, status, reason, message) = match outcome {
@@ -56,9 +57,19 @@ impl Engine {
                 }
                 // KEP-5732: members of a chosen placement are prebound by nominatedNodeName.
                 let nominate = placement.is_some();
+                // A claim shared by several members (a PodGroup claim) is written once per
+                // consumer.
+                let mut written: Vec<(ObjectKey, String)> = Vec::new();
                 for (i, node) in assignments {
+                    let mut w = writes.remove(&i).unwrap_or_default();
+                    w.retain(|w| {
+                        let id = (w.claim.clone(), w.consumer.uid.clone());
+                        let fresh = w.allocation.is_some() || !written.contains(&id);
+                        written.push(id);
+                        fresh
+                    });
                     if let Some(q) = take(i) {
-                        decided.push((q, Decided::Bind { node, nominate }));
+                        decided.push((q, Decided::Bind { node, nominate, writes: w }));
                     }
                 }
                 for (i, message) in failures {
@@ -133,14 +144,14 @@ impl Engine {
         };
         for (q, d) in decided {
             match d {
-                Decided::Bind { node, nominate } => {
+                Decided::Bind { node, nominate, writes } => {
                     if nominate {
                         out.push(Decision::Nominate {
                             pod: q.pod.key.clone(),
                             node: Some(self.snapshot.node(node).name().to_string()),
                         });
                     }
-                    self.bind(q, node, out);
+                    self.bind(q, node, writes, out);
                 }
                 Decided::Nominated { node } => {
                     self.nominate(&q.pod.key, node, out);
@@ -155,31 +166,65 @@ impl Engine {
         result
     }
 
+    /// PreFilter and Filter again on the decided node (with the earlier members assumed),
+    /// then Reserve: the pod's cycle data for Permit and PreBind.
+    fn reserve_member(&self, pod: &PodInfo, node: NodeId) -> Result<CycleData, Status> {
+        let fw = &self.fw;
+        let filtered = crate::schedule_one::prepare(fw, &self.snapshot, pod).and_then(|mut state| {
+            crate::schedule_one::filter_prepared(fw, &state, &self.snapshot, node)?;
+            Ok(std::mem::take(&mut state.data))
+        });
+        match filtered {
+            Err(r) => Err(r.to_status()),
+            Ok(mut data) => fw.run_reserve(&mut data, &self.snapshot, pod, node).map(|()| data),
+        }
+    }
+
+    /// The binding cycle of a pod scheduled on its own: Reserve, Permit, PreBind. Returns
+    /// the claim writes PreBind decided, or why the pod was refused (everything reserved
+    /// is unreserved).
+    pub(super) fn commit_single(&mut self, pod: &PodInfo, node: NodeId) -> Result<Vec<ClaimWrite>, String> {
+        if !self.fw.binding_cycle_applies(pod) {
+            return Ok(Vec::new());
+        }
+        let why = |s: Status| format!("{}: {}", s.plugin, s.reasons.join(", "));
+        let mut data = self.reserve_member(pod, node).map_err(why)?;
+        let refused = match self.fw.run_permit(&data, &self.snapshot, pod, node) {
+            PermitVerdict::Allow => self.fw.run_pre_bind(&mut data, &self.snapshot, pod, node).err().map(why),
+            PermitVerdict::Wait(w) | PermitVerdict::Reject(w) => Some(w),
+        };
+        match refused {
+            None => Ok(data.take_claim_writes()),
+            Some(w) => {
+                self.fw.run_unreserve(&mut data, &self.snapshot, pod, node);
+                Err(format!("pod {} was refused by the binding cycle: {w}", pod.key))
+            }
+        }
+    }
+
     /// The commit step (see the module docs): Reserve, Permit and PreBind on a scheduled
     /// outcome. Returns the outcome to carry out: unchanged when every plugin agrees (or
-    /// the profile has none), otherwise with the refused members (a gang: all) failed.
-    fn commit(&mut self, cycle: &GroupCycle, outcome: GroupOutcome) -> GroupOutcome {
-        if !self.fw.has_binding_cycle_plugins() {
-            return outcome;
+    /// the profile has none), otherwise with the refused members (a gang: all) failed;
+    /// and the claim writes PreBind decided, by member index.
+    fn commit(
+        &mut self,
+        cycle: &GroupCycle,
+        outcome: GroupOutcome,
+    ) -> (GroupOutcome, FxHashMap<usize, Vec<ClaimWrite>>) {
+        let mut writes = FxHashMap::default();
+        if !cycle.pods.iter().any(|p| self.fw.binding_cycle_applies(p)) {
+            return (outcome, writes);
         }
         let GroupOutcome::Scheduled { placement, assignments, mut failures } = outcome else {
-            return outcome;
+            return (outcome, writes);
         };
-        let fw = &self.fw;
         let mark = self.snapshot.checkpoint();
         // Reserve each member in order, the earlier ones assumed.
         let mut reserved: Vec<(usize, NodeId, CycleData)> = Vec::with_capacity(assignments.len());
         let mut refused: Option<(usize, String)> = None;
         for &(i, node) in &assignments {
             let pod = &cycle.pods[i];
-            let filtered = crate::schedule_one::prepare(fw, &self.snapshot, pod).and_then(|mut state| {
-                crate::schedule_one::filter_prepared(fw, &state, &self.snapshot, node)?;
-                Ok(std::mem::take(&mut state.data))
-            });
-            let result = match filtered {
-                Err(r) => Err(r.to_status()),
-                Ok(mut data) => fw.run_reserve(&mut data, &self.snapshot, pod, node).map(|()| data),
-            };
+            let result = self.reserve_member(pod, node);
             match result {
                 Ok(data) => {
                     self.snapshot.assume(pod.clone(), node);
@@ -195,6 +240,7 @@ impl Engine {
                 }
             }
         }
+        let fw = &self.fw;
         // Permit, once every member is reserved.
         if refused.is_none() {
             for (i, node, data) in &reserved {
@@ -223,13 +269,17 @@ impl Engine {
             }
             self.snapshot.rollback(mark);
             let pod = &cycle.pods[i].key;
-            return unschedulable_all(cycle, format!("pod {pod} was refused by the binding cycle: {why}"));
+            let message = format!("pod {pod} was refused by the binding cycle: {why}");
+            return (unschedulable_all(cycle, message), writes);
         }
         self.snapshot.rollback(mark);
         let kept: Vec<(usize, NodeId)> = reserved.iter().map(|(i, n, _)| (*i, *n)).collect();
         if kept.is_empty() {
-            return unschedulable_all(cycle, "no member passed the binding cycle".to_string());
+            return (unschedulable_all(cycle, "no member passed the binding cycle".to_string()), writes);
         }
-        GroupOutcome::Scheduled { placement, assignments: kept, failures }
+        for (i, _, data) in &mut reserved {
+            writes.insert(*i, data.take_claim_writes());
+        }
+        (GroupOutcome::Scheduled { placement, assignments: kept, failures }, writes)
     }
 }

@@ -45,4 +45,5 @@ pub use crate::config::{SchedulerConfig, ScoringStrategy};
 #[allow(unused_imports)]
 pub use crate::model::{NodeId, NodeStatic, PodInfo};
 pub use crate::resources::{scaled, Resources, CPU, EPHEMERAL_STORAGE, MEMORY};
+pub use crate::snapshot::dra::{ClaimEntry, ClaimWrite, DeviceId, PodClaimState};
 pub use crate::snapshot::{NodeState, Snapshot, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST};

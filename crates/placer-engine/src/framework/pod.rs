@@ -15,6 +15,7 @@ use std::fmt;
 use super::parsed::ParsedPod;
 use super::status::{FilterResult, PreResult, Rejection, Status};
 use crate::model::{NodeId, PodInfo};
+use crate::snapshot::dra::ClaimWrite;
 use crate::snapshot::{NodeState, Snapshot};
 
 /// What a filter's verdict on a node depends on, declared per pod. The placement search's
@@ -92,6 +93,12 @@ pub trait ScorePlugin: Send + Sync {
 /// PreBind fails; it must be idempotent.
 pub trait ReservePlugin: Send + Sync {
     fn name(&self) -> &'static str;
+    /// Whether the plugin has anything to reserve for `pod` (e.g. it has ResourceClaims).
+    /// When no Reserve or PreBind plugin applies to any member and no Permit plugin is
+    /// configured, the commit step is skipped.
+    fn applies(&self, _pod: &PodInfo) -> bool {
+        true
+    }
     /// Reserves for `pod` on `node`. An error fails the pod (and a gang with it).
     fn reserve(
         &self,
@@ -124,6 +131,10 @@ pub trait PermitPlugin: Send + Sync {
 /// called only when the whole group is permitted. An error fails the group.
 pub trait PreBindPlugin: Send + Sync {
     fn name(&self) -> &'static str;
+    /// Whether the plugin has anything to do for `pod` (see [`ReservePlugin::applies`]).
+    fn applies(&self, _pod: &PodInfo) -> bool {
+        true
+    }
     fn pre_bind(
         &self,
         data: &mut CycleData,
@@ -140,6 +151,9 @@ pub trait PreBindPlugin: Send + Sync {
 #[derive(Default)]
 pub struct CycleData {
     entries: Vec<(&'static str, Box<dyn Any + Send + Sync>)>,
+    /// What PreBind decided to write before the binding (claim statuses); the commit step
+    /// turns them into decisions.
+    claim_writes: Vec<ClaimWrite>,
 }
 
 impl fmt::Debug for CycleData {
@@ -166,7 +180,15 @@ impl CycleData {
     }
     /// Whether nothing is stored.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries.is_empty() && self.claim_writes.is_empty()
+    }
+    /// PreBind: a ResourceClaim status write to carry out before the pod binds.
+    pub fn add_claim_write(&mut self, write: ClaimWrite) {
+        self.claim_writes.push(write);
+    }
+    /// The claim writes PreBind decided, in order.
+    pub fn take_claim_writes(&mut self) -> Vec<ClaimWrite> {
+        std::mem::take(&mut self.claim_writes)
     }
 }
 
@@ -332,6 +354,14 @@ impl Framework {
     /// has nothing to run).
     pub fn has_binding_cycle_plugins(&self) -> bool {
         !(self.reserve.is_empty() && self.permit.is_empty() && self.pre_bind.is_empty())
+    }
+
+    /// Whether the binding cycle has work for `pod`: a Permit plugin is configured, or a
+    /// Reserve or PreBind plugin applies to it.
+    pub fn binding_cycle_applies(&self, pod: &PodInfo) -> bool {
+        !self.permit.is_empty()
+            || self.reserve.iter().any(|p| p.applies(pod))
+            || self.pre_bind.iter().any(|p| p.applies(pod))
     }
 
     /// Which placement-search shortcuts are exact for `pod` (see [`Dependence`]).

@@ -3,7 +3,8 @@
 //! Pod-level plugins follow kube-scheduler v1.36's default profile. Filters run in kube's
 //! order, and the first rejection decides a node's reason:
 //! `NodeUnschedulable`, `NodeName`, `TaintToleration`, `NodeAffinity`, `NodePorts`,
-//! `NodeResourcesFit`, `PodTopologySpread`, `InterPodAffinity`. Score plugins and their default weights:
+//! `NodeResourcesFit`, `PodTopologySpread`, `InterPodAffinity`, `DynamicResources` (which
+//! also reserves and pre-binds a pod's ResourceClaims). Score plugins and their default weights:
 //! `TaintToleration` 3, `NodeAffinity` 2, `NodeResourcesFit` 1, `PodTopologySpread` 2,
 //! `InterPodAffinity` 2, `NodeResourcesBalancedAllocation` 1 (overridable through
 //! [`SchedulerConfig::weight`]; weight 0 disables a score plugin).
@@ -19,6 +20,7 @@
 //! [`crate::framework`]. A new plugin is one new file here plus one line in [`registry`]
 //! (and its `mod` line).
 
+pub mod dynamic_resources;
 #[cfg(test)]
 mod example_node_label;
 #[cfg(test)]
@@ -29,6 +31,7 @@ pub mod node_name;
 pub mod node_ports;
 pub mod node_resources;
 pub mod node_unschedulable;
+pub mod placement_fragmentation;
 pub mod placement_gang;
 pub mod placement_pods_count;
 pub mod placement_resources;
@@ -56,6 +59,7 @@ pub fn registry() -> Registry {
     r.filter(node_resources::FIT_NAME, |c| Some(Box::new(node_resources::NodeResourcesFit::new(c))));
     r.filter(pod_topology_spread::NAME, |_| Some(Box::new(pod_topology_spread::PodTopologySpread)));
     r.filter(inter_pod_affinity::NAME, |_| Some(Box::new(inter_pod_affinity::InterPodAffinity)));
+    r.filter(dynamic_resources::NAME, |_| Some(Box::new(dynamic_resources::DynamicResources)));
     #[cfg(test)]
     r.filter(example_node_label::NAME, |_| Some(Box::new(example_node_label::ExampleNodeLabel)))
         .off_by_default();
@@ -68,6 +72,9 @@ pub fn registry() -> Registry {
     r.score(node_resources::BALANCED_NAME, 1, |_| {
         Some(Box::new(node_resources::BalancedAllocation::default()))
     });
+    // Binding cycle.
+    r.reserve(dynamic_resources::NAME, |_| Some(Box::new(dynamic_resources::DynamicResources)));
+    r.pre_bind(dynamic_resources::NAME, |_| Some(Box::new(dynamic_resources::DynamicResources)));
     // Placement plugins (KEP-5732).
     r.placement_generate(placement_topology::NAME, |_| {
         Some(Box::new(placement_topology::TopologyPlacementGenerator))
@@ -86,6 +93,11 @@ pub fn registry() -> Registry {
     r.placement_score(placement_resources::NAME, 1, |c| {
         Some(Box::new(placement_resources::NodeResourcesFitPlacement::new(&c.placement_scoring_strategy)))
     });
+    // Placer's fragmentation-aware placement score (off until a profile enables it).
+    r.placement_score(placement_fragmentation::NAME, 1, |_| {
+        Some(Box::new(placement_fragmentation::PlacementFragmentation))
+    })
+    .off_by_default();
     r
 }
 
@@ -119,7 +131,8 @@ mod tests {
                 "NodePorts",
                 "NodeResourcesFit",
                 "PodTopologySpread",
-                "InterPodAffinity"
+                "InterPodAffinity",
+                "DynamicResources"
             ]
         );
         assert_eq!(

@@ -637,5 +637,5 @@ mod repair;
 #[cfg(test)]
 mod tests;
 
-pub use repair::failed_nodes;
 use repair::Repair;
+pub use repair::{failed_nodes, lasting_tolerations, node_failed};

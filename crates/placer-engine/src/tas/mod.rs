@@ -25,6 +25,9 @@
 //! | unconstrained / implied | lowest level | LeastFreeCapacity with `TASProfileMixed` (default), BestFit otherwise or with `TASProfileBestFit` |
 //! | slices only | highest level, slices below | as unconstrained |
 //!
+//! `TASProfileLeastFreeCapacity` (Kueue until v0.16) makes every request LeastFreeCapacity
+//! (Kueue's `useLeastFreeCapacityAlgorithm`).
+//!
 //! Deliberate differences from Kueue, all outside what its conformance corpus pins: a
 //! node that fails the pods' filters adds nothing to a leaf even when the lowest level is
 //! not the hostname (Kueue ignores filters for such bucket leaves), and a bucket's
@@ -54,6 +57,10 @@ pub use tree::HOSTNAME_LEVEL;
 pub use tree::{DomainId, DomainTree};
 
 /// The name failure messages give the topology (Placer declares a single one).
+/// Kueue's `NodeFailureDelay`: a node not ready for this long (from its `Ready` condition's
+/// `lastTransitionTime`) is failed for the groups placed on it (seed 002 "Node failures").
+pub const NODE_FAILURE_DELAY_MS: i64 = 30_000;
+
 pub const TOPOLOGY_NAME: &str = "default";
 
 /// One node as the algorithm sees it. The caller has already dropped nodes that are not
@@ -296,9 +303,12 @@ fn resolve(p: &TasProblem) -> Result<Params, TasFailure> {
         slice_level,
         required,
         unconstrained,
-        lfc: unconstrained
-            && p.gates.enabled(Gate::TASProfileMixed)
-            && !p.gates.enabled(Gate::TASProfileBestFit),
+        // Kueue's useLeastFreeCapacityAlgorithm: the LeastFreeCapacity profile, or an
+        // unconstrained request under the (default) mixed profile.
+        lfc: p.gates.enabled(Gate::TASProfileLeastFreeCapacity)
+            || (unconstrained
+                && p.gates.enabled(Gate::TASProfileMixed)
+                && !p.gates.enabled(Gate::TASProfileBestFit)),
         affinity: p.gates.enabled(Gate::TASRespectNodeAffinityPreferred),
         inner_size,
         layers: if r.slices.len() > 1 {

@@ -55,7 +55,7 @@ pub fn hierarchical_assignment(
                     && !failure.internal
                     && !cycle.scheduled.is_empty()
                     && gates.enabled(Gate::TASFailedNodeReplacement)
-                    && gates.enabled(Gate::TASFailedNodeReplacementFailFast);
+                    && ctx.config.evicts_gang_on_failed_node();
                 let failed = if fail_fast { failed_nodes(snap, cycle, gates) } else { Vec::new() };
                 if !failed.is_empty() {
                     let message = format!(

@@ -108,6 +108,16 @@ mod rack_3_3_2_1 {
     }
 
     #[test]
+    fn the_least_free_capacity_profile_gate_makes_required_requests_least_free_capacity() {
+        // Kueue's useLeastFreeCapacityAlgorithm: TASProfileLeastFreeCapacity || (unconstrained && mixed).
+        let (levels, nodes) = rack();
+        let g = gates(&[(Gate::TASProfileLeastFreeCapacity, true)]);
+        let a = solve(&levels, &nodes, 7, &TopologyRequest::new(TopologyMode::Required(0)), &g).unwrap();
+        assert_eq!(a.algorithm, Algorithm::LeastFreeCapacity);
+        assert_eq!(per_leaf(&a), counts(&[("d", 1), ("c", 2), ("a", 3), ("b", 1)]));
+    }
+
+    #[test]
     fn seven_pods_do_not_fit_once_a_node_of_three_is_full() {
         let (levels, mut nodes) = rack();
         nodes[0].free.cpu = 0;

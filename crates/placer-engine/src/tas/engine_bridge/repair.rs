@@ -13,7 +13,8 @@
 //!   layer whose size divides the lost pods (none: single pods).
 //! * **What is published**: the TopologyAssignment of survivors and replacements together.
 //! * **Failed nodes**: nodes of the published assignment (hostname lowest level) that lost
-//!   pods and are gone, not Ready, unschedulable, or carry a `NoExecute` (with
+//!   pods and are gone, not Ready for Kueue's `NodeFailureDelay` (30 s from the `Ready`
+//!   condition's `lastTransitionTime`; the engine retries waiting groups then), unschedulable, or carry a `NoExecute` (with
 //!   `TASReplaceNodeOnNodeTaints`, also `NoSchedule`) taint the group's pods do not
 //!   tolerate. When the replacements do not fit and a node failed, the strategy evicts the
 //!   whole group (`TASFailedNodeReplacementFailFast`).
@@ -22,6 +23,7 @@ use std::collections::BTreeMap;
 
 use placer_api::annotations::TOPOLOGY_ASSIGNMENT;
 use placer_api::gates::{FeatureGates, Gate};
+use placer_api::k8s::api::core::v1::Toleration;
 
 use crate::framework::helper::{node_taints, tolerations_tolerate};
 use crate::podgroup::GroupCycle;
@@ -30,7 +32,7 @@ use crate::snapshot::Snapshot;
 use super::super::assignment::{DomainCount, TopologyAssignment};
 use super::super::request::SliceLayer;
 use super::super::tree::HOSTNAME_LEVEL;
-use super::super::{TasAssignment, TopologyRequest};
+use super::super::{TasAssignment, TopologyRequest, NODE_FAILURE_DELAY_MS};
 use super::Topology;
 
 /// A repair of a placed group: where and how its lost pods go.
@@ -133,31 +135,51 @@ pub fn failed_nodes(snap: &Snapshot, cycle: &GroupCycle, gates: &FeatureGates) -
     }
     // A toleration with `tolerationSeconds` only delays the eviction: the node lost pods,
     // so it ran out.
-    let tolerations: Vec<_> = cycle
-        .pods
-        .first()
-        .map(|p| p.view.tolerations.iter().filter(|t| t.toleration_seconds.is_none()).cloned().collect())
-        .unwrap_or_default();
-    let taints = gates.enabled(Gate::TASReplaceNodeOnNodeTaints);
+    let tolerations = lasting_tolerations(cycle);
     let mut failed: Vec<String> = domains
         .iter()
         .filter_map(|d| d.values.last().map(|n| (n.as_str(), d.count)))
         .filter(|(name, count)| on_node.get(name).copied().unwrap_or(0) < *count)
-        .filter(|(name, _)| match snap.node_id(name) {
-            None => true,
-            Some(id) => {
-                let info = &snap.node(id).info;
-                !info.ready
-                    || (taints && info.unschedulable)
-                    || node_taints(info).any(|t| {
-                        (t.effect == "NoExecute" || (taints && t.effect == "NoSchedule"))
-                            && !tolerations_tolerate(&tolerations, t)
-                    })
-            }
-        })
+        .filter(|(name, _)| node_failed(snap, name, &tolerations, gates))
         .map(|(name, _)| name.to_string())
         .collect();
     failed.sort();
     failed.dedup();
     failed
+}
+
+/// The tolerations that keep a group's pods on a tainted node for good (those with
+/// `tolerationSeconds` only delay the eviction).
+pub fn lasting_tolerations(cycle: &GroupCycle) -> Vec<Toleration> {
+    cycle
+        .pods
+        .first()
+        .map(|p| p.view.tolerations.iter().filter(|t| t.toleration_seconds.is_none()).cloned().collect())
+        .unwrap_or_default()
+}
+
+/// Whether node `name` is failed for pods with `tolerations` (see the module docs): gone,
+/// not ready for `NodeFailureDelay`, or ready with an untolerated `NoExecute` (with
+/// `TASReplaceNodeOnNodeTaints`, also `NoSchedule` or unschedulable).
+pub fn node_failed(snap: &Snapshot, name: &str, tolerations: &[Toleration], gates: &FeatureGates) -> bool {
+    let taints = gates.enabled(Gate::TASReplaceNodeOnNodeTaints);
+    match snap.node_id(name) {
+        None => true,
+        Some(id) => {
+            let info = &snap.node(id).info;
+            if let Some(since) = info.not_ready_since_unix_ms {
+                // Kueue's node failure controller: not ready for `NodeFailureDelay`
+                // (taints are only weighed on ready nodes). Without a wall clock the
+                // engine cannot age the condition and counts the node failed.
+                return snap
+                    .now_unix_ms()
+                    .is_none_or(|now| now >= since.saturating_add(NODE_FAILURE_DELAY_MS));
+            }
+            (taints && info.unschedulable)
+                || node_taints(info).any(|t| {
+                    (t.effect == "NoExecute" || (taints && t.effect == "NoSchedule"))
+                        && !tolerations_tolerate(tolerations, t)
+                })
+        }
+    }
 }

@@ -1,0 +1,178 @@
+//! `DynamicResources`: a pod's ResourceClaims (`resource.k8s.io/v1`) with structured
+//! parameters, as kube-scheduler's plugin of that name.
+//!
+//! * PreFilter resolves the pod's claims (upstream's messages when a claim is missing, not
+//!   generated yet, being deleted or not the pod's), checks that every claim to allocate
+//!   names DeviceClasses that exist, and takes the devices in use once.
+//! * Filter: an allocated claim must be available on the node (its allocation's node
+//!   selector); the unallocated ones must be allocatable together on the node
+//!   (`cannot allocate all claims`). Both are `UnschedulableAndUnresolvable`; a selector
+//!   that does not evaluate is an error.
+//! * Reserve allocates again on the decided node with the group's earlier members
+//!   assumed; PreBind hands the claim status writes (allocation, `reservedFor`) to the
+//!   commit step, which emits them before the binding.
+//!
+//! The allocator and the claim state live in the snapshot (`Snapshot::dra`), so a pod
+//! assumed during a placement search holds its devices until the rollback.
+
+use crate::framework::helper::node_selector_terms_match;
+use crate::framework::{
+    ClaimEntry, ClaimWrite, CycleData, CycleState, Dependence, DeviceId, FilterPlugin, FilterResult, NodeId,
+    NodeState, PodClaimState, PodInfo, PreBindPlugin, PreResult, Rejection, ReservePlugin, Snapshot, Status,
+};
+use rustc_hash::FxHashSet;
+
+/// Plugin name.
+pub const NAME: &str = "DynamicResources";
+/// Filter reason: the unallocated claims do not fit the node's free devices.
+pub const ERR_CANNOT_ALLOCATE: &str = "cannot allocate all claims";
+/// Filter reason: an allocated claim's devices are not reachable from the node.
+pub const ERR_NOT_AVAILABLE: &str = "resourceclaim not available on the node";
+
+/// What PreFilter found, for Filter and Reserve.
+struct PreState {
+    claims: Vec<PodClaimState>,
+    in_use: FxHashSet<DeviceId>,
+}
+
+impl PreState {
+    fn to_allocate(&self) -> Vec<&ClaimEntry> {
+        self.claims.iter().filter(|c| c.allocation.is_none()).map(|c| &*c.entry).collect()
+    }
+}
+
+/// What Reserve decided, for PreBind.
+struct Reserved(Vec<ClaimWrite>);
+
+/// The `DynamicResources` plugin (filter, Reserve and PreBind).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DynamicResources;
+
+fn available(c: &PodClaimState, node: &NodeState) -> bool {
+    let Some(sel) = c.allocation.as_ref().and_then(|a| a.node_selector.as_ref()) else { return true };
+    let empty = Default::default();
+    let labels = node.info.node.metadata.labels.as_ref().unwrap_or(&empty);
+    node_selector_terms_match(&sel.node_selector_terms, node.name(), labels)
+}
+
+impl FilterPlugin for DynamicResources {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn dependence(&self, pod: &PodInfo) -> Dependence {
+        if pod.view.resource_claims.is_empty() {
+            Dependence::NodeLocal
+        } else {
+            Dependence::ExtraCapacity
+        }
+    }
+
+    fn pre_filter<'a>(&self, state: &mut CycleState<'a>, snap: &'a Snapshot) -> Result<PreResult, Rejection> {
+        if state.pod.view.resource_claims.is_empty() {
+            return Ok(PreResult::Skip);
+        }
+        let dra = snap.dra();
+        let claims = dra.pod_claims(state.pod).map_err(|m| Rejection::unresolvable(NAME, m))?;
+        if claims.is_empty() {
+            return Ok(PreResult::Skip);
+        }
+        let mut any = false;
+        for c in claims.iter().filter(|c| c.allocation.is_none()) {
+            dra.check_requests(&c.entry).map_err(|m| Rejection::unresolvable(NAME, m))?;
+            any = true;
+        }
+        let in_use = if any { dra.in_use() } else { FxHashSet::default() };
+        state.data.write(NAME, PreState { claims, in_use });
+        Ok(PreResult::Run)
+    }
+
+    fn filter(&self, state: &CycleState<'_>, snap: &Snapshot, node: &NodeState) -> FilterResult {
+        let Some(pre) = state.data.read::<PreState>(NAME) else { return Ok(()) };
+        if !pre.claims.iter().all(|c| available(c, node)) {
+            return Err(Rejection::unresolvable(NAME, ERR_NOT_AVAILABLE));
+        }
+        let todo = pre.to_allocate();
+        if todo.is_empty() {
+            return Ok(());
+        }
+        match snap.dra().allocate(&todo, &node.info, &pre.in_use) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(Rejection::unresolvable(NAME, ERR_CANNOT_ALLOCATE)),
+            Err(m) => Err(Rejection::error(NAME, m)),
+        }
+    }
+}
+
+impl ReservePlugin for DynamicResources {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn applies(&self, pod: &PodInfo) -> bool {
+        !pod.view.resource_claims.is_empty()
+    }
+
+    fn reserve(
+        &self,
+        data: &mut CycleData,
+        snap: &Snapshot,
+        pod: &PodInfo,
+        node: NodeId,
+    ) -> Result<(), Status> {
+        let Some(pre) = data.read::<PreState>(NAME) else { return Ok(()) };
+        let dra = snap.dra();
+        let todo = pre.to_allocate();
+        let mut allocations = if todo.is_empty() {
+            Vec::new()
+        } else {
+            match dra.allocate(&todo, &snap.node(node).info, &pre.in_use) {
+                Ok(Some(a)) => a,
+                Ok(None) => return Err(Status::unresolvable(NAME, ERR_CANNOT_ALLOCATE)),
+                Err(m) => return Err(Status::error(NAME, m)),
+            }
+        }
+        .into_iter();
+        let writes = pre
+            .claims
+            .iter()
+            .map(|c| ClaimWrite {
+                claim: c.entry.key.clone(),
+                allocation: if c.allocation.is_none() { allocations.next() } else { None },
+                consumer: dra.consumer(pod, &c.pod_claim),
+            })
+            .collect();
+        data.write(NAME, Reserved(writes));
+        Ok(())
+    }
+
+    fn unreserve(&self, data: &mut CycleData, _snap: &Snapshot, _pod: &PodInfo, _node: NodeId) {
+        if let Some(r) = data.read_mut::<Reserved>(NAME) {
+            r.0.clear();
+        }
+    }
+}
+
+impl PreBindPlugin for DynamicResources {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn applies(&self, pod: &PodInfo) -> bool {
+        !pod.view.resource_claims.is_empty()
+    }
+
+    fn pre_bind(
+        &self,
+        data: &mut CycleData,
+        _snap: &Snapshot,
+        _pod: &PodInfo,
+        _node: NodeId,
+    ) -> Result<(), Status> {
+        let writes = data.read_mut::<Reserved>(NAME).map(|r| std::mem::take(&mut r.0)).unwrap_or_default();
+        for w in writes {
+            data.add_claim_write(w);
+        }
+        Ok(())
+    }
+}

@@ -5,7 +5,7 @@
 //! and DefaultTolerationSeconds admission plugins, and the node information a simulated
 //! kubelet reports.
 
-use placer_api::k8s::api::core::v1::{NamespaceSpec, NamespaceStatus, Node, NodeSystemInfo, Pod, Toleration};
+use placer_api::k8s::api::core::v1::{NamespaceSpec, NamespaceStatus, Node, NodeSystemInfo, Pod};
 use placer_cluster::embedded::EmbeddedCluster;
 use placer_cluster::{ClusterStore, Kind, Object, ObjectRef};
 
@@ -110,24 +110,7 @@ pub fn default_pod(p: &mut Pod) {
             c.image_pull_policy = Some(if latest { "Always" } else { "IfNotPresent" }.into());
         }
     }
-    // DefaultTolerationSeconds.
-    let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
-    for key in ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"] {
-        let covered = tolerations.iter().any(|t| {
-            let key_ok = t.key.as_deref() == Some(key)
-                || (t.key.as_deref().unwrap_or("").is_empty() && t.operator.as_deref() == Some("Exists"));
-            key_ok && t.effect.as_deref().is_none_or(|e| e.is_empty() || e == "NoExecute")
-        });
-        if !covered {
-            tolerations.push(Toleration {
-                key: Some(key.into()),
-                operator: Some("Exists".into()),
-                effect: Some("NoExecute".into()),
-                toleration_seconds: Some(300),
-                ..Toleration::default()
-            });
-        }
-    }
+    placer_sim::lifecycle::add_default_toleration_seconds(spec);
 }
 
 /// The Priority admission plugin: `spec.priority` from the PriorityClass named in

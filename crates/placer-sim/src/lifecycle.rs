@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use placer_api::k8s::api::core::v1::{Node, Pod, PodCondition, Taint, Toleration};
+use placer_api::k8s::api::core::v1::{Node, Pod, PodCondition, PodSpec, Taint, Toleration};
 use placer_cluster::{
     Admission, ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError, WatchEventKind,
 };
@@ -58,25 +58,32 @@ impl Admission for DefaultTolerationSeconds {
 
     fn mutate_on_create(&self, obj: &mut Object) {
         let Object::Pod(pod) = obj else { return };
-        let spec = pod.spec.get_or_insert_with(Default::default);
-        let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
-        let covers = |key: &str| {
-            tolerations.iter().any(|t| {
-                t.key.as_deref().is_none_or(|k| k.is_empty() || k == key)
-                    && t.effect.as_deref().is_none_or(|e| e.is_empty() || e == NO_EXECUTE)
-            })
-        };
-        let missing: Vec<&str> =
-            [NOT_READY_TAINT, UNREACHABLE_TAINT].into_iter().filter(|k| !covers(k)).collect();
-        for key in missing {
-            tolerations.push(Toleration {
-                key: Some(key.to_string()),
-                operator: Some("Exists".to_string()),
-                effect: Some(NO_EXECUTE.to_string()),
-                toleration_seconds: Some(DEFAULT_TOLERATION_SECONDS),
-                value: None,
-            });
-        }
+        add_default_toleration_seconds(pod.spec.get_or_insert_with(Default::default));
+    }
+}
+
+/// DefaultTolerationSeconds' mutation: tolerations of the `not-ready` and `unreachable`
+/// NoExecute taints for [`DEFAULT_TOLERATION_SECONDS`], unless the pod tolerates them already
+/// (same key or an empty key, NoExecute or an empty effect, as upstream checks). Also used
+/// by placer-apiserver's pod defaulting.
+pub fn add_default_toleration_seconds(spec: &mut PodSpec) {
+    let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
+    let covers = |key: &str| {
+        tolerations.iter().any(|t| {
+            t.key.as_deref().is_none_or(|k| k.is_empty() || k == key)
+                && t.effect.as_deref().is_none_or(|e| e.is_empty() || e == NO_EXECUTE)
+        })
+    };
+    let missing: Vec<&str> =
+        [NOT_READY_TAINT, UNREACHABLE_TAINT].into_iter().filter(|k| !covers(k)).collect();
+    for key in missing {
+        tolerations.push(Toleration {
+            key: Some(key.to_string()),
+            operator: Some("Exists".to_string()),
+            effect: Some(NO_EXECUTE.to_string()),
+            toleration_seconds: Some(DEFAULT_TOLERATION_SECONDS),
+            value: None,
+        });
     }
 }
 

@@ -106,11 +106,8 @@ fn describe(p: Option<&BTreeMap<String, (usize, usize)>>) -> String {
         Some(m) => m
             .iter()
             .map(|(v, (pods, nodes))| {
-                if pods == nodes {
-                    format!("{v}: {pods}")
-                } else {
-                    format!("{v}: {pods} pods on {nodes} nodes")
-                }
+                let (p, n) = (if *pods == 1 { "" } else { "s" }, if *nodes == 1 { "" } else { "s" });
+                format!("{v}: {pods} pod{p} on {nodes} node{n}")
             })
             .collect::<Vec<_>>()
             .join(", "),
@@ -222,7 +219,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             table.add_row([ra.name.clone(), format!("{:.1}%", ra.percent()), format!("{pb:.1}%")]);
         }
         for line in table.to_string().lines() {
-            writeln!(out, "  {line}")?;
+            writeln!(out, "  {}", line.trim_end())?;
         }
     }
     if args.json {

@@ -227,7 +227,7 @@ fn write_text(
             table.add_row(cells);
         }
         for line in table.to_string().lines() {
-            writeln!(out, "   {line}")?;
+            writeln!(out, "   {}", line.trim_end())?;
         }
         if e.domains.len() > top {
             writeln!(out, "   {DIM}({} more; --all shows every one){RESET}", e.domains.len() - top)?;

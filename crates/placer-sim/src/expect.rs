@@ -173,7 +173,10 @@ pub fn resolve_group_key(store: &dyn ClusterStore, key: &str) -> Result<(String,
     });
     match found.len() {
         1 => Ok((ns.to_string(), found.remove(0))),
-        0 => Err(format!("not found (Job {ns}/{job} has no PodGroup{})", template.map(|t| format!(" of template {t}")).unwrap_or_default())),
+        0 => Err(format!(
+            "not found (Job {ns}/{job} has no PodGroup{})",
+            template.map(|t| format!(" of template {t}")).unwrap_or_default()
+        )),
         _ => Err(format!(
             "{} PodGroups of Job {ns}/{job} ({}): name the template, job:{ns}/{job}/TEMPLATE",
             found.len(),
@@ -266,7 +269,11 @@ impl Checker {
             // Neither the PodGroup nor a pod naming it: every check would fail for the
             // same reason, so it is said once.
             self.checked += 1;
-            return self.fail(base, "a PodGroup", format!("not found (no PodGroup {ns}/{name}, no pod names it)"));
+            return self.fail(
+                base,
+                "a PodGroup",
+                format!("not found (no PodGroup {ns}/{name}, no pod names it)"),
+            );
         }
         let bound: Vec<&String> = view
             .groups
@@ -716,7 +723,10 @@ mod tests {
         let e = expect("podGroups:\n  job:default/train:\n    scheduled: true\n");
         let got: Vec<String> =
             check(&e, &c, &[], "expect").failures.iter().map(ToString::to_string).collect();
-        assert_eq!(got, ["podGroups.job:default/train: expected a PodGroup, got not found (no Job default/train)"]);
+        assert_eq!(
+            got,
+            ["podGroups.job:default/train: expected a PodGroup, got not found (no Job default/train)"]
+        );
     }
 
     #[test]

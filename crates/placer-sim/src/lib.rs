@@ -36,14 +36,15 @@ use std::path::Path;
 
 pub use expect::{CheckReport, Failure};
 pub use inputs::{expand_paths, read_input};
-pub use snapshot::{load_snapshot, load_snapshot_str, Snapshot};
 pub use load::{load_file, load_str, LoadError, Problem};
 pub use placer_metrics::{Clock as MetricsClock, Metrics};
 pub use report::{ClusterSummary, GroupRow, GroupState};
 pub use run::{
-    add_admission_plugins, run, scheduler_config, setup_cluster, RunError, RunOptions, RunReport, TimelineSample,
+    add_admission_plugins, run, scheduler_config, setup_cluster, RunError, RunOptions, RunReport,
+    TimelineSample,
 };
 pub use scenario::Scenario;
+pub use snapshot::{load_snapshot, load_snapshot_str, Snapshot};
 
 /// What became of one scenario file.
 #[derive(Debug)]

@@ -408,7 +408,12 @@ fn budget_sentence(breach: &str) -> String {
 
 /// A parser error with the object and field it is in, in the form of validation problems:
 /// `line:col: submit[2]: PodGroup default/pg: spec.schedulingPolicy.gang.minCount: ...`.
-pub(crate) fn yaml_error(file: &Path, text: &str, e: serde_saphyr::Error, expected_error: Option<String>) -> LoadError {
+pub(crate) fn yaml_error(
+    file: &Path,
+    text: &str,
+    e: serde_saphyr::Error,
+    expected_error: Option<String>,
+) -> LoadError {
     let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
     let inner = e.without_snippet();
     let (path, found) = match yaml_walk::node_at(text, line, column) {

@@ -267,7 +267,13 @@ pub fn group_rows(objects: &[Object], levels: &[String]) -> Vec<GroupRow> {
             namespace: namespace.clone(),
             name: name.clone(),
             policy: "-".into(),
-            state: if bound == pods.len() { GroupState::Scheduled } else if bound > 0 { GroupState::Partial } else { GroupState::Pending },
+            state: if bound == pods.len() {
+                GroupState::Scheduled
+            } else if bound > 0 {
+                GroupState::Partial
+            } else {
+                GroupState::Pending
+            },
             bound,
             total: pods.len(),
             domains: Vec::new(),

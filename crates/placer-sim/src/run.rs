@@ -101,7 +101,10 @@ fn sample(store: &EmbeddedCluster, phase: &str, levels: &[String]) -> TimelineSa
         resources: summary.resources.iter().map(|r| (r.name.clone(), r.percent())).collect(),
         pods_bound: summary.pods_bound,
         pods_total: summary.pods_total,
-        groups_pending: groups.iter().filter(|g| g.state != crate::report::GroupState::Scheduled || g.total == 0).count(),
+        groups_pending: groups
+            .iter()
+            .filter(|g| g.state != crate::report::GroupState::Scheduled || g.total == 0)
+            .count(),
     }
 }
 

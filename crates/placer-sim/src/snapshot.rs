@@ -110,7 +110,14 @@ impl Snapshot {
         for m in self.objects {
             let bucket = match &m.object {
                 Object::Node(_) => 0,
-                Object::Pod(p) if p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()) => 1,
+                Object::Pod(p)
+                    if p.spec
+                        .as_ref()
+                        .and_then(|s| s.node_name.as_deref())
+                        .is_some_and(|n| !n.is_empty()) =>
+                {
+                    1
+                }
                 _ => 2,
             };
             match bucket {

@@ -23,11 +23,14 @@ pub struct Setting {
 
 /// Parses `PATH=VALUE`.
 pub fn parse_setting(text: &str) -> Result<Setting, String> {
-    let (path, value) = text
-        .split_once('=')
-        .ok_or_else(|| format!("--set {text:?}: expected PATH=VALUE, e.g. scheduler.featureGates.TASBalancedPlacement=true"))?;
+    let (path, value) = text.split_once('=').ok_or_else(|| {
+        format!("--set {text:?}: expected PATH=VALUE, e.g. scheduler.featureGates.TASBalancedPlacement=true")
+    })?;
     let segments: Vec<String> = path.trim().split('.').map(str::to_string).collect();
-    if segments.first().map(String::as_str) != Some("scheduler") || segments.len() < 2 || segments.iter().any(String::is_empty) {
+    if segments.first().map(String::as_str) != Some("scheduler")
+        || segments.len() < 2
+        || segments.iter().any(String::is_empty)
+    {
         return Err(format!(
             "--set {text:?}: the path must name a field below scheduler (scheduler.featureGates.NAME, scheduler.profile.FIELD, ...)"
         ));
@@ -76,7 +79,14 @@ pub fn apply_settings(scenario: &Scenario, settings: &[Setting]) -> Result<Scena
     let mut problems = Vec::new();
     crate::validate::validate(&changed, &mut problems);
     if let Err(message) = crate::run::scheduler_config(&changed) {
-        problems.push(Problem { line: 0, column: 0, at: "--set".into(), object: None, field: "scheduler".into(), message });
+        problems.push(Problem {
+            line: 0,
+            column: 0,
+            at: "--set".into(),
+            object: None,
+            field: "scheduler".into(),
+            message,
+        });
     }
     if problems.is_empty() {
         Ok(changed)
@@ -108,13 +118,15 @@ mod tests {
     fn bad_paths_and_values_name_the_setting() {
         assert!(parse_setting("nope").unwrap_err().contains("PATH=VALUE"));
         assert!(parse_setting("cluster.nodes=1").unwrap_err().contains("below scheduler"));
-        let err = apply_settings(&scenario(), &[parse_setting("scheduler.profile.topologyLevls=[a]").unwrap()])
-            .unwrap_err()
-            .to_string();
+        let err =
+            apply_settings(&scenario(), &[parse_setting("scheduler.profile.topologyLevls=[a]").unwrap()])
+                .unwrap_err()
+                .to_string();
         assert!(err.contains("topologyLevls"), "{err}");
-        let err = apply_settings(&scenario(), &[parse_setting("scheduler.featureGates.NoSuchGate=true").unwrap()])
-            .unwrap_err()
-            .to_string();
+        let err =
+            apply_settings(&scenario(), &[parse_setting("scheduler.featureGates.NoSuchGate=true").unwrap()])
+                .unwrap_err()
+                .to_string();
         assert!(err.contains("NoSuchGate"), "{err}");
     }
 }

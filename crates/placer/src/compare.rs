@@ -46,7 +46,8 @@ fn placements(report: &RunReport, levels: &[String]) -> BTreeMap<(String, String
             }
             placer_cluster::Object::Pod(p) => {
                 let spec = p.spec.as_ref();
-                let group = spec.and_then(|s| s.scheduling_group.as_ref()).and_then(|g| g.pod_group_name.clone());
+                let group =
+                    spec.and_then(|s| s.scheduling_group.as_ref()).and_then(|g| g.pod_group_name.clone());
                 let node = spec.and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
                 if let (Some(g), Some(n)) = (group, node) {
                     nodes_of.entry((o.object_ref().namespace, g)).or_default().push(n);
@@ -146,7 +147,9 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         let mut changed_groups = Vec::new();
         let mut unchanged = 0;
         for key in &keys {
-            let row = |r: &RunReport| r.groups.iter().find(|g| (&g.namespace, &g.name) == (&key.0, &key.1)).cloned();
+            let row = |r: &RunReport| {
+                r.groups.iter().find(|g| (&g.namespace, &g.name) == (&key.0, &key.1)).cloned()
+            };
             let (ra, rb) = (row(&a), row(&b));
             let state = |r: &Option<placer_sim::GroupRow>| {
                 r.as_ref().map_or("absent".to_string(), |r| format!("{} {}/{}", r.state, r.bound, r.total))
@@ -210,8 +213,14 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             format!("{}/{}", a.cluster.pods_bound, a.cluster.pods_total),
             format!("{}/{}", b.cluster.pods_bound, b.cluster.pods_total),
         ]);
-        let count = |r: &RunReport, s: placer_sim::GroupState| r.groups.iter().filter(|g| g.state == s).count();
-        for s in [placer_sim::GroupState::Scheduled, placer_sim::GroupState::Partial, placer_sim::GroupState::Unschedulable, placer_sim::GroupState::Pending] {
+        let count =
+            |r: &RunReport, s: placer_sim::GroupState| r.groups.iter().filter(|g| g.state == s).count();
+        for s in [
+            placer_sim::GroupState::Scheduled,
+            placer_sim::GroupState::Partial,
+            placer_sim::GroupState::Unschedulable,
+            placer_sim::GroupState::Pending,
+        ] {
             table.add_row([format!("PodGroups {s}"), count(&a, s).to_string(), count(&b, s).to_string()]);
         }
         for ra in &a.cluster.resources {

@@ -10,9 +10,9 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
+use placer_cluster::ClusterStore;
 use placer_engine::{GroupExplanation, GroupKey};
 use placer_sim::explain::{explain, format_amount, format_resources};
-use placer_cluster::ClusterStore;
 use placer_sim::{GroupRow, RunOptions, RunReport};
 
 use crate::input::{resolve_or_report, InputArgs, SetArgs};
@@ -144,7 +144,8 @@ fn row_of<'a>(report: &'a RunReport, key: &GroupKey) -> Option<&'a GroupRow> {
 fn condition_message(report: &RunReport, key: &GroupKey) -> Option<String> {
     report.objects.iter().find_map(|o| {
         let r = o.object_ref();
-        if r.kind != placer_cluster::Kind::PodGroup || *r.namespace != *key.namespace || *r.name != *key.name {
+        if r.kind != placer_cluster::Kind::PodGroup || *r.namespace != *key.namespace || *r.name != *key.name
+        {
             return None;
         }
         let json = o.to_json();
@@ -173,13 +174,21 @@ fn write_text(
         e.members
     )?;
     if !e.exists {
-        writeln!(out, "  {WARN}no PodGroup object{RESET}: {} pod(s) name it; they wait for it to be created", e.members)?;
+        writeln!(
+            out,
+            "  {WARN}no PodGroup object{RESET}: {} pod(s) name it; they wait for it to be created",
+            e.members
+        )?;
         return Ok(());
     }
     if let Some(row) = row {
         if let Some(c) = &row.condition {
             let message = condition_message(report, &e.group).unwrap_or_default();
-            writeln!(out, "  decision: {c}{}", if message.is_empty() { String::new() } else { format!(": {message}") })?;
+            writeln!(
+                out,
+                "  decision: {c}{}",
+                if message.is_empty() { String::new() } else { format!(": {message}") }
+            )?;
         }
         if let Some(reason) = &row.reason {
             writeln!(out, "  why: {reason}")?;
@@ -194,7 +203,13 @@ fn write_text(
         )?;
     }
     if let Some(pod) = &e.pod {
-        writeln!(out, "  each pod requests {} (computed for {}/{})", format_resources(&e.requests), pod.namespace, pod.name)?;
+        writeln!(
+            out,
+            "  each pod requests {} (computed for {}/{})",
+            format_resources(&e.requests),
+            pod.namespace,
+            pod.name
+        )?;
     }
     if let Some(level) = &e.level {
         let kind = if e.level_required { "required" } else { "preferred" };
@@ -203,7 +218,11 @@ fn write_text(
             "  level {level} ({kind}): {} domains; {} pods still to place{}",
             e.domains.len(),
             e.needed,
-            if e.used_domains.is_empty() { String::new() } else { format!("; bound pods use {}", e.used_domains.join(", ")) }
+            if e.used_domains.is_empty() {
+                String::new()
+            } else {
+                format!("; bound pods use {}", e.used_domains.join(", "))
+            }
         )?;
         let resources: Vec<&str> = e.requests.iter().map(|(n, _)| n.as_str()).collect();
         let mut table = comfy_table::Table::new();
@@ -220,7 +239,11 @@ fn write_text(
             cells.extend(d.free.iter().map(|(n, v)| format_amount(n, *v)));
             cells.push(d.fits.to_string());
             cells.push(if d.shortfall.is_empty() {
-                if d.fits >= e.needed { "-".into() } else { format!("{} pods (filters)", e.needed - d.fits) }
+                if d.fits >= e.needed {
+                    "-".into()
+                } else {
+                    format!("{} pods (filters)", e.needed - d.fits)
+                }
             } else {
                 format_resources(&d.shortfall)
             });

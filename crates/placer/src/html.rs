@@ -47,7 +47,7 @@ pub fn esc(s: &str) -> String {
 /// A distinct colour for group `i` (golden-angle hues).
 fn colour(i: usize) -> String {
     let hue = (i as f64 * 137.508) % 360.0;
-    let light = if i % 2 == 0 { 48 } else { 38 };
+    let light = if i.is_multiple_of(2) { 48 } else { 38 };
     format!("hsl({hue:.0},70%,{light}%)")
 }
 
@@ -108,7 +108,10 @@ fn rect(path: &mut String, x: u32, y: u32, w: u32, h: u32) {
 fn draw(d: &Domain, name: &str, depth: usize, x: u32, y: u32, svg: &mut Svg<'_>) {
     let (w, h) = d.size();
     let fill = ["#f4f6fa", "#e9edf5", "#dde3ef", "#d2d9e8"][depth.min(3)];
-    let _ = write!(svg.boxes, r##"<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="{fill}" stroke="#8a94a8"/>"##);
+    let _ = write!(
+        svg.boxes,
+        r##"<rect x="{x}" y="{y}" width="{w}" height="{h}" fill="{fill}" stroke="#8a94a8"/>"##
+    );
     if !name.is_empty() {
         let _ = write!(svg.boxes, r#"<text x="{}" y="{}">{}</text>"#, x + PAD, y + LABEL - 2, esc(name));
     }
@@ -170,10 +173,14 @@ fn draw_node(index: usize, x: u32, y: u32, svg: &mut Svg<'_>) {
         let mut t = esc(&n.name);
         for name in resources {
             let alloc = n.allocatable.get(name);
-            let used: i64 = n.pods.iter().map(|(_, r)| if name == placer_engine::PODS { 1 } else { r.get(name) }).sum();
+            let used: i64 =
+                n.pods.iter().map(|(_, r)| if name == placer_engine::PODS { 1 } else { r.get(name) }).sum();
             let _ = write!(t, "\n{name}: {used}/{alloc}");
         }
-        let _ = write!(svg.tooltips, r#"<rect x="{x}" y="{y}" width="{CELL}" height="{CELL}" fill-opacity="0"><title>{t}</title></rect>"#);
+        let _ = write!(
+            svg.tooltips,
+            r#"<rect x="{x}" y="{y}" width="{CELL}" height="{CELL}" fill-opacity="0"><title>{t}</title></rect>"#
+        );
     }
 }
 
@@ -199,7 +206,10 @@ fn drawn_resources(nodes: &[NodeView]) -> Vec<String> {
     names
 }
 
-fn hierarchy_svg(report: &RunReport, group_index: &BTreeMap<(String, String), usize>) -> (String, Vec<String>) {
+fn hierarchy_svg(
+    report: &RunReport,
+    group_index: &BTreeMap<(String, String), usize>,
+) -> (String, Vec<String>) {
     let mut nodes: Vec<NodeView> = Vec::new();
     let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
     for o in &report.objects {
@@ -256,8 +266,13 @@ fn hierarchy_svg(report: &RunReport, group_index: &BTreeMap<(String, String), us
         d.nodes.push(i);
     }
     let resources = drawn_resources(&nodes);
-    let mut svg =
-        Svg { nodes: &nodes, resources: &resources, paths: BTreeMap::new(), boxes: String::new(), tooltips: String::new() };
+    let mut svg = Svg {
+        nodes: &nodes,
+        resources: &resources,
+        paths: BTreeMap::new(),
+        boxes: String::new(),
+        tooltips: String::new(),
+    };
     let (w, h) = root.size();
     draw(&root, "cluster", 0, 0, 0, &mut svg);
     let mut out = String::new();
@@ -272,7 +287,10 @@ fn hierarchy_svg(report: &RunReport, group_index: &BTreeMap<(String, String), us
     }
     out.push_str(&svg.tooltips);
     out.push_str("</svg>");
-    let mut legend = vec![format!("levels (outside in): {}", if levels.is_empty() { "none".into() } else { levels.join(" → ") })];
+    let mut legend = vec![format!(
+        "levels (outside in): {}",
+        if levels.is_empty() { "none".into() } else { levels.join(" → ") }
+    )];
     legend.push(format!("each node: one bar per resource, top to bottom: {}", resources.join(", ")));
     (out, legend)
 }
@@ -311,16 +329,29 @@ fn timeline_svg(report: &RunReport) -> Option<String> {
             })
             .collect();
         let c = colour(i + 3);
-        let _ = write!(out, r#"<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{}"/>"#, points.join(" "));
+        let _ = write!(
+            out,
+            r#"<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{}"/>"#,
+            points.join(" ")
+        );
         let _ = write!(legend, r#"<span style="color:{c}">■</span> {} % &nbsp; "#, esc(name));
     }
     let points: Vec<String> = t
         .iter()
         .map(|s| format!("{:.1},{:.1}", x(s.time_ms), y(s.groups_pending as f64 / max_pending * 100.0)))
         .collect();
-    let _ = write!(out, r##"<polyline fill="none" stroke="#d0312d" stroke-dasharray="4 2" stroke-width="1.5" points="{}"/>"##, points.join(" "));
+    let _ = write!(
+        out,
+        r##"<polyline fill="none" stroke="#d0312d" stroke-dasharray="4 2" stroke-width="1.5" points="{}"/>"##,
+        points.join(" ")
+    );
     let _ = write!(legend, r#"<span style="color:#d0312d">- -</span> pending PodGroups (max {max_pending})"#);
-    let _ = write!(out, r#"<text x="2" y="{:.0}">100%</text><text x="2" y="{:.0}">0%</text>"#, y(100.0) + 4.0, y(0.0));
+    let _ = write!(
+        out,
+        r#"<text x="2" y="{:.0}">100%</text><text x="2" y="{:.0}">0%</text>"#,
+        y(100.0) + 4.0,
+        y(0.0)
+    );
     let _ = write!(
         out,
         r#"<text x="{left}" y="{}">{}</text><text x="{}" y="{}" text-anchor="end">{}</text></svg>"#,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use placer_sim::whatif::{apply_settings, parse_setting, Setting};
 use placer_sim::{expand_paths, load_file, load_snapshot, LoadError, Scenario, Snapshot};
 
-use crate::output::{write_load_error, WARN, RESET};
+use crate::output::{write_load_error, RESET, WARN};
 
 /// Arguments naming what to run.
 #[derive(Debug, Clone, clap::Args)]

@@ -125,8 +125,8 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
                 continue;
             }
         };
-        let spinner = (files.len() < 2 && scenario.node_count().max(scenario.submit.len()) >= LARGE)
-            .then(|| {
+        let spinner =
+            (files.len() < 2 && scenario.node_count().max(scenario.submit.len()) >= LARGE).then(|| {
                 let s = ProgressBar::new_spinner();
                 s.enable_steady_tick(Duration::from_millis(120));
                 s

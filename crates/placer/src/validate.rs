@@ -3,8 +3,8 @@
 //! Exit code 0 when every file is valid (or is a bad-input case rejected with the error
 //! its `expect.error` names), 2 otherwise.
 
-use std::io::Write;
 use crate::input::{resolve_or_report, InputArgs, SetArgs};
+use std::io::Write;
 
 use crate::output::{write_expected_rejection, write_load_error, PASS, RESET};
 use crate::Status;
@@ -18,7 +18,9 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<Status> {
     let mut out = anstream::stdout();
     let mut status = Status::Pass;
-    let Some(inputs) = resolve_or_report(&args.input, &SetArgs::default()) else { return Ok(Status::BadInput) };
+    let Some(inputs) = resolve_or_report(&args.input, &SetArgs::default()) else {
+        return Ok(Status::BadInput);
+    };
     for file in &inputs.entries() {
         match inputs.load(file) {
             Ok(s) => writeln!(

@@ -69,17 +69,31 @@ fn a_kubectl_list_dump_of_nodes_and_pods_loads_and_schedules() {
     assert!(stdout.contains("cluster: 4 nodes"), "{stdout}");
     let line = stdout.lines().find(|l| l.contains("cluster:")).unwrap_or_default();
     let bound = line.split(", ").nth(1).unwrap_or_default();
-    let (a, b) = bound.split_once(" pods bound").map(|(x, _)| x).unwrap_or_default().split_once('/').unwrap_or_default();
+    let (a, b) = bound
+        .split_once(" pods bound")
+        .map(|(x, _)| x)
+        .unwrap_or_default()
+        .split_once('/')
+        .unwrap_or_default();
     assert_eq!(a, b, "every pod of the dump is bound: {line}");
     // From stdin, with a kind the simulation does not load: skipped, in one line.
-    let mut dump = std::fs::read_to_string(workspace().join("examples/snapshot/cluster-dump.yaml")).expect("dump");
+    let mut dump =
+        std::fs::read_to_string(workspace().join("examples/snapshot/cluster-dump.yaml")).expect("dump");
     dump.push_str("---\napiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: web}\nspec: {ports: [{port: 80}]}\n");
     let out = placer_stdin(&["simulate", "--snapshot", "-"], &dump);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
-    assert!(stderr.contains("skipped 1 object of kinds the simulation does not load: v1 Service (1)"), "{stderr}");
+    assert!(
+        stderr.contains("skipped 1 object of kinds the simulation does not load: v1 Service (1)"),
+        "{stderr}"
+    );
     // A scenario on top of the dump: its own submissions run on the dump's cluster.
-    let out = placer(&["simulate", "examples/snapshot/will-it-fit.yaml", "--snapshot", "examples/snapshot/cluster-dump.yaml"]);
+    let out = placer(&[
+        "simulate",
+        "examples/snapshot/will-it-fit.yaml",
+        "--snapshot",
+        "examples/snapshot/cluster-dump.yaml",
+    ]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
 }
@@ -91,7 +105,9 @@ fn the_table_says_why_each_group_is_not_bound() {
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("training/eval: waiting for 1 more pod (minCount 4, 3 exist)"), "{stdout}");
     assert!(
-        stdout.contains("no rack can hold minCount 64: closest rack r0 (63 of 64 pods fit, lacks 1 nvidia.com/gpu)"),
+        stdout.contains(
+            "no rack can hold minCount 64: closest rack r0 (63 of 64 pods fit, lacks 1 nvidia.com/gpu)"
+        ),
         "{stdout}"
     );
     assert!(stdout.contains("events ("), "{stdout}");
@@ -99,7 +115,8 @@ fn the_table_says_why_each_group_is_not_bound() {
     let out = placer(&["simulate", "examples/explain-gpu-racks.yaml", "-o", "json"]);
     let (stdout, _) = text(&out);
     let list: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
-    let events = list["items"].as_array().map_or(0, |items| items.iter().filter(|i| i["kind"] == "Event").count());
+    let events =
+        list["items"].as_array().map_or(0, |items| items.iter().filter(|i| i["kind"] == "Event").count());
     assert!(events > 0, "JSON output includes the events");
 }
 
@@ -108,7 +125,10 @@ fn explain_prints_each_racks_free_gpus_and_the_shortfall() {
     let out = placer(&["explain", "examples/explain-gpu-racks.yaml", "job:training/train-64"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
-    assert!(stdout.contains("level topology.example.com/rack (required): 2 domains; 64 pods still to place"), "{stdout}");
+    assert!(
+        stdout.contains("level topology.example.com/rack (required): 2 domains; 64 pods still to place"),
+        "{stdout}"
+    );
     let r0 = stdout.lines().find(|l| l.trim_start().starts_with("r0 ")).unwrap_or_default();
     let r1 = stdout.lines().find(|l| l.trim_start().starts_with("r1 ")).unwrap_or_default();
     assert!(r0.contains(" 63 ") && r0.ends_with("1 nvidia.com/gpu"), "{r0}\n{stdout}");
@@ -148,7 +168,12 @@ fn compare_prints_the_domains_balanced_placement_changes() {
     assert!(stdout.contains("B: b0-r0: 13 pods on 1 node, b0-r1: 12 pods on 1 node"), "{stdout}");
     assert!(stdout.contains("pods bound"), "{stdout}");
     // --set on simulate, and a bad path is bad input naming it.
-    let out = placer(&["simulate", "examples/compare-balanced.yaml", "--set", "scheduler.profile.topologyLevls=[a]"]);
+    let out = placer(&[
+        "simulate",
+        "examples/compare-balanced.yaml",
+        "--set",
+        "scheduler.profile.topologyLevls=[a]",
+    ]);
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("topologyLevls"), "{stderr}");
@@ -158,7 +183,12 @@ fn compare_prints_the_domains_balanced_placement_changes() {
 fn the_html_report_is_self_contained() {
     let dir = temp_dir("report");
     let file = dir.join("r.html");
-    let out = placer(&["simulate", "examples/explain-gpu-racks.yaml", "--report", file.to_str().unwrap_or_default()]);
+    let out = placer(&[
+        "simulate",
+        "examples/explain-gpu-racks.yaml",
+        "--report",
+        file.to_str().unwrap_or_default(),
+    ]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
     let html = std::fs::read_to_string(&file).expect("report");
@@ -166,6 +196,9 @@ fn the_html_report_is_self_contained() {
     assert!(html.contains("<svg"), "an SVG hierarchy");
     assert!(html.contains("waiting for 1 more pod"), "unschedulable groups with their reason");
     assert!(!html.contains("<script"), "no script");
-    assert!(!html.contains("http://") || !html.replace("http://www.w3.org/2000/svg", "").contains("http://"), "nothing fetched");
+    assert!(
+        !html.contains("http://") || !html.replace("http://www.w3.org/2000/svg", "").contains("http://"),
+        "nothing fetched"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -66,7 +66,9 @@ fn the_report_of_the_three_level_shape_is_small_and_renders_the_hierarchy() {
     println!("report: {} bytes for 10,000 nodes", text.len());
 
     if Command::new("chromium").arg("--version").output().is_err() {
-        println!("chromium is not installed: the report is not rendered (.ci/run installs the Debian package)");
+        println!(
+            "chromium is not installed: the report is not rendered (.ci/run installs the Debian package)"
+        );
         let _ = std::fs::remove_dir_all(&dir);
         return;
     }

@@ -10,7 +10,7 @@ use placer_api::annotations::{PODSET_PREFERRED_TOPOLOGY, PODSET_REQUIRED_TOPOLOG
 use super::*;
 use crate::plugins::node_resources::fit_count_on;
 use crate::resources::Resources;
-use crate::schedule_one::{feasible_prepared, prepare, prefilter_fit_error};
+use crate::schedule_one::{feasible_prepared, prefilter_fit_error, prepare};
 
 /// One candidate domain of a group's topology level.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +103,8 @@ impl Engine {
     pub fn explain_group(&mut self, group: &GroupKey) -> Option<GroupExplanation> {
         let entry = self.groups.get(group)?;
         let info = entry.info.clone();
-        let members: Vec<Arc<PodInfo>> = entry.members.iter().filter_map(|k| self.pods.get(k).cloned()).collect();
+        let members: Vec<Arc<PodInfo>> =
+            entry.members.iter().filter_map(|k| self.pods.get(k).cloned()).collect();
         let gang_gate = self.gate(Gate::GangScheduling);
         let (gang, min_count) = match info.as_ref().map(|i| i.policy) {
             Some(GroupPolicy::Gang { min_count }) if gang_gate => (true, min_count.max(1)),
@@ -111,10 +112,13 @@ impl Engine {
         };
         let bound: Vec<bool> = members
             .iter()
-            .map(|p| self.assumed.contains_key(&p.key) || p.node_name.as_deref().is_some_and(|n| !n.is_empty()))
+            .map(|p| {
+                self.assumed.contains_key(&p.key) || p.node_name.as_deref().is_some_and(|n| !n.is_empty())
+            })
             .collect();
         let scheduled = bound.iter().filter(|b| **b).count();
-        let unbound: Vec<&Arc<PodInfo>> = members.iter().zip(&bound).filter(|(_, b)| !**b).map(|(p, _)| p).collect();
+        let unbound: Vec<&Arc<PodInfo>> =
+            members.iter().zip(&bound).filter(|(_, b)| !**b).map(|(p, _)| p).collect();
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         let missing = min_count.saturating_sub(count(members.len()));
         let needed = if gang {
@@ -165,7 +169,9 @@ impl Engine {
         };
         let Some(pod) = pod else { return Some(explanation) };
         let mut names: Vec<String> = vec![crate::resources::PODS.to_string()];
-        names.extend(pod.requests.iter_nonzero().map(|(n, _)| n.to_string()).filter(|n| n != crate::resources::PODS));
+        names.extend(
+            pod.requests.iter_nonzero().map(|(n, _)| n.to_string()).filter(|n| n != crate::resources::PODS),
+        );
         explanation.requests = named(&pod.requests, &names);
 
         // The pod-level filters over every node: feasibility per node, reasons per node.
@@ -176,7 +182,11 @@ impl Engine {
                 Ok(nodes) => {
                     // Reasons of the rejected nodes, if any: run the filters on the rest.
                     let rest: Vec<NodeId> = all.iter().copied().filter(|n| !nodes.contains(n)).collect();
-                    let err = if rest.is_empty() { None } else { feasible_prepared(&self.fw, &state, snap, &rest).err() };
+                    let err = if rest.is_empty() {
+                        None
+                    } else {
+                        feasible_prepared(&self.fw, &state, snap, &rest).err()
+                    };
                     (nodes, err)
                 }
                 Err(e) => (Vec::new(), Some(e)),
@@ -228,7 +238,9 @@ impl Engine {
             });
         }
         let lacking = |d: &DomainFit| d.shortfall.iter().map(|(_, v)| *v).fold(0i64, i64::saturating_add);
-        domains.sort_by(|a, b| b.fits.cmp(&a.fits).then(lacking(a).cmp(&lacking(b))).then_with(|| a.value.cmp(&b.value)));
+        domains.sort_by(|a, b| {
+            b.fits.cmp(&a.fits).then(lacking(a).cmp(&lacking(b))).then_with(|| a.value.cmp(&b.value))
+        });
         explanation.domains = domains;
         let mut used: Vec<String> = members
             .iter()

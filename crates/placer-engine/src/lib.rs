@@ -44,6 +44,7 @@ pub(crate) mod snapshot;
 pub(crate) mod strategy;
 pub(crate) mod tas;
 
+pub use config::args::{NodeResourcesFitArgs, PluginConfigEntry};
 pub use config::{
     ExtensionPoint, PlacementSearch, PluginRef, PluginSet, PluginsConfig, SchedulerConfig, ScoringStrategy,
 };
@@ -63,6 +64,28 @@ pub use resources::{Resources, CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
 /// a typo is a configuration error naming the point and the plugin.
 pub fn check_profile(config: &SchedulerConfig) -> Result<(), UnknownPlugin> {
     plugins::registry().check(config)
+}
+
+/// Applies a profile's `pluginConfig` entries (KubeSchedulerConfiguration's
+/// `profiles[].pluginConfig`, at field path `path`) to `config`, with kube-scheduler's
+/// defaulting and validation messages; plugins declare their arguments in the registry.
+pub fn apply_plugin_config(
+    config: &mut SchedulerConfig,
+    entries: &[PluginConfigEntry],
+    path: &str,
+) -> Result<(), Vec<String>> {
+    config::args::apply_plugin_config(config, entries, path)
+}
+
+/// The effective profile of `config` as a KubeSchedulerConfiguration (`placer config`):
+/// every plugin each extension point runs, in order, score plugins with their weights, and
+/// the arguments of the plugins in it (`pluginConfig`). Generated from the plugin registry.
+pub fn effective_configuration(config: &SchedulerConfig) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [plugins::registry().effective_profile(config)],
+    })
 }
 
 /// Compiles a DRA device selector (a DeviceClass's or a request's `selectors[].cel.expression`)

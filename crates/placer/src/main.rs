@@ -13,6 +13,7 @@
 
 mod bench;
 mod cluster;
+mod config;
 mod output;
 mod replay;
 mod serve;
@@ -48,6 +49,9 @@ enum Command {
     Bench(bench::Args),
     /// Replay traces under several placement semantics and compare placement quality.
     Replay(replay::Args),
+    /// Print the effective scheduling profile (every plugin with its weight and args) as a
+    /// KubeSchedulerConfiguration: Placer's defaults, a scenario's or a serve config's.
+    Config(config::Args),
 }
 
 /// Outcome of a command, ordered by severity (the worst file decides the exit code).
@@ -93,6 +97,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::Replay(args) => replay::run(args),
+        Command::Config(args) => config::run(args),
     };
     match result {
         Ok(status) => status.into(),

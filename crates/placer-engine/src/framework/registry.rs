@@ -60,10 +60,18 @@ struct Entry {
     by_default: bool,
 }
 
+/// Reads a plugin's `pluginConfig` arguments (at a field path) into the configuration;
+/// errors are field errors, each starting with its path.
+pub type ArgsReader = fn(&mut SchedulerConfig, &serde_json::Value, &str) -> Result<(), Vec<String>>;
+/// Shows a plugin's effective arguments as `pluginConfig` would write them.
+pub type ArgsShower = fn(&SchedulerConfig) -> serde_json::Value;
+
 /// Every plugin by name and extension point (see the module docs).
 #[derive(Clone, Default)]
 pub struct Registry {
     entries: Vec<Entry>,
+    /// Plugins that take `pluginConfig` arguments.
+    args: Vec<(&'static str, ArgsReader, ArgsShower)>,
 }
 
 impl fmt::Debug for Registry {
@@ -147,6 +155,73 @@ impl Registry {
             e.by_default = false;
         }
         self
+    }
+
+    /// Declares that plugin `name` takes `pluginConfig` arguments: how to read them into
+    /// a configuration and how to show the effective ones.
+    pub fn args(&mut self, name: &'static str, read: ArgsReader, show: ArgsShower) -> &mut Self {
+        self.args.push((name, read, show));
+        self
+    }
+
+    /// The argument reader of plugin `name`, if it takes arguments.
+    pub fn args_reader(&self, name: &str) -> Option<ArgsReader> {
+        self.args.iter().find(|(n, ..)| *n == name).map(|(_, read, _)| *read)
+    }
+
+    /// Whether a plugin of that name is registered (at any point).
+    pub fn has(&self, name: &str) -> bool {
+        self.entries.iter().any(|e| e.name == name)
+    }
+
+    /// The effective profile of `config` as a KubeSchedulerConfiguration profile: the
+    /// plugins each extension point runs, in order (score points with their weights),
+    /// and the arguments of every plugin in it that takes some (`pluginConfig`).
+    pub fn effective_profile(&self, config: &SchedulerConfig) -> serde_json::Value {
+        use serde_json::json;
+        let mut plugins = serde_json::Map::new();
+        let mut in_profile: Vec<&'static str> = Vec::new();
+        for &point in &ExtensionPoint::ALL[1..] {
+            let mut enabled = Vec::new();
+            for (e, weight) in self.selected(config, point) {
+                let shown = match e.factory {
+                    Factory::Filter(make) => make(config).map(|_| json!({"name": e.name})),
+                    Factory::Reserve(make) => make(config).map(|_| json!({"name": e.name})),
+                    Factory::Permit(make) => make(config).map(|_| json!({"name": e.name})),
+                    Factory::PreBind(make) => make(config).map(|_| json!({"name": e.name})),
+                    Factory::PlacementGenerate(make) => make(config).map(|_| json!({"name": e.name})),
+                    Factory::PlacementFeasible(make) => make(config).map(|_| json!({"name": e.name})),
+                    Factory::Score(make, default) => {
+                        let w = config.weight(e.name, weight.unwrap_or(default));
+                        make(config).filter(|_| w != 0).map(|_| json!({"name": e.name, "weight": w}))
+                    }
+                    Factory::PlacementScore(make, default) => {
+                        let w = config.weight(e.name, weight.unwrap_or(default));
+                        make(config).filter(|_| w != 0).map(|_| json!({"name": e.name, "weight": w}))
+                    }
+                };
+                if let Some(v) = shown {
+                    enabled.push(v);
+                    if !in_profile.contains(&e.name) {
+                        in_profile.push(e.name);
+                    }
+                }
+            }
+            if !enabled.is_empty() {
+                plugins.insert(point.key().to_string(), json!({"enabled": enabled}));
+            }
+        }
+        let plugin_config: Vec<serde_json::Value> = self
+            .args
+            .iter()
+            .filter(|(name, ..)| in_profile.contains(name))
+            .map(|(name, _, show)| json!({"name": name, "args": show(config)}))
+            .collect();
+        json!({
+            "schedulerName": config.scheduler_names.first().cloned().unwrap_or_default(),
+            "plugins": plugins,
+            "pluginConfig": plugin_config,
+        })
     }
 
     /// Checks that every plugin a profile enables or disables exists at its point.

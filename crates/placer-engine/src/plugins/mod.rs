@@ -6,7 +6,7 @@
 //! `NodeResourcesFit`, `PodTopologySpread`, `InterPodAffinity`, `DynamicResources` (which
 //! also reserves and pre-binds a pod's ResourceClaims). Score plugins and their default weights:
 //! `TaintToleration` 3, `NodeAffinity` 2, `NodeResourcesFit` 1, `PodTopologySpread` 2,
-//! `InterPodAffinity` 2, `NodeResourcesBalancedAllocation` 1 (overridable through
+//! `InterPodAffinity` 2, `NodeResourcesBalancedAllocation` 1, `ImageLocality` 1 (overridable through
 //! [`SchedulerConfig::weight`]; weight 0 disables a score plugin).
 //!
 //! Plugins that look at existing pods (`InterPodAffinity`, `PodTopologySpread`, the
@@ -21,6 +21,7 @@
 //! (and its `mod` line).
 
 pub mod dynamic_resources;
+pub mod image_locality;
 #[cfg(test)]
 mod example_node_label;
 #[cfg(test)]
@@ -44,6 +45,7 @@ pub(crate) mod testing;
 
 use placer_api::gates::Gate;
 
+use crate::config::args;
 use crate::framework::Registry;
 
 /// Every plugin Placer has, by name and extension point; registration order is execution
@@ -67,11 +69,13 @@ pub fn registry() -> Registry {
     r.score(taint_toleration::NAME, 3, |_| Some(Box::new(taint_toleration::TaintToleration)));
     r.score(node_affinity::NAME, 2, |_| Some(Box::new(node_affinity::NodeAffinity)));
     r.score(node_resources::FIT_NAME, 1, |c| Some(Box::new(node_resources::NodeResourcesFit::new(c))));
+    r.args(node_resources::FIT_NAME, args::read_node_resources_fit, args::show_node_resources_fit);
     r.score(pod_topology_spread::NAME, 2, |_| Some(Box::new(pod_topology_spread::PodTopologySpread)));
     r.score(inter_pod_affinity::NAME, 2, |_| Some(Box::new(inter_pod_affinity::InterPodAffinity)));
     r.score(node_resources::BALANCED_NAME, 1, |_| {
         Some(Box::new(node_resources::BalancedAllocation::default()))
     });
+    r.score(image_locality::NAME, 1, |_| Some(Box::new(image_locality::ImageLocality)));
     // Binding cycle.
     r.reserve(dynamic_resources::NAME, |_| Some(Box::new(dynamic_resources::DynamicResources)));
     r.pre_bind(dynamic_resources::NAME, |_| Some(Box::new(dynamic_resources::DynamicResources)));
@@ -143,7 +147,8 @@ mod tests {
                 ("NodeResourcesFit", 1),
                 ("PodTopologySpread", 2),
                 ("InterPodAffinity", 2),
-                ("NodeResourcesBalancedAllocation", 1)
+                ("NodeResourcesBalancedAllocation", 1),
+                ("ImageLocality", 1)
             ]
         );
     }

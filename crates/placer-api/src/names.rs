@@ -99,4 +99,3 @@ pub fn check_label_value(value: &str) -> Result<(), String> {
         Err("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character".to_string())
     }
 }
-

@@ -177,8 +177,8 @@ fn key(path: &str, key: &str) -> String {
 // Names and labels: the API machinery's checks live in `placer_api::names` (the engine's
 // selectors use them too).
 
-pub use placer_api::names::{check_dns_label, check_dns_subdomain, check_label_key, check_label_value};
 use placer_api::names::check_subdomain;
+pub use placer_api::names::{check_dns_label, check_dns_subdomain, check_label_key, check_label_value};
 
 fn validate_labels(e: &mut Errors, path: &str, labels: Option<&BTreeMap<String, String>>) {
     for (k, v) in labels.into_iter().flatten() {

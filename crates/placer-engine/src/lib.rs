@@ -52,7 +52,7 @@ pub use engine::{
     ClusterEvent, Decision, Engine, CONDITION_POD_GROUP_SCHEDULED, REASON_NODE_FAILURES, REASON_SCHEDULED,
     REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE,
 };
-pub use framework::registry::UnknownPlugin;
+pub use framework::registry::{EffectiveProfile, UnknownPlugin};
 pub use model::{pod_requests, GroupKey, GroupPolicy, ObjectKey, PodKey};
 pub use observer::{NoopObserver, Observer};
 pub use preemption::REASON_PREEMPTION_BY_SCHEDULER;
@@ -78,14 +78,24 @@ pub fn apply_plugin_config(
 }
 
 /// The effective profile of `config` as a KubeSchedulerConfiguration (`placer config`):
-/// every plugin each extension point runs, in order, score plugins with their weights, and
-/// the arguments of the plugins in it (`pluginConfig`). Generated from the plugin registry.
-pub fn effective_configuration(config: &SchedulerConfig) -> serde_json::Value {
-    serde_json::json!({
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "profiles": [plugins::registry().effective_profile(config)],
-    })
+/// one profile per scheduler name, every plugin each extension point runs, in order, score
+/// plugins with their weights, and the arguments of the plugins in it (`pluginConfig`).
+/// Generated from the plugin registry; serializes with KubeSchedulerConfiguration's keys.
+pub fn effective_configuration(config: &SchedulerConfig) -> EffectiveConfiguration {
+    EffectiveConfiguration {
+        api_version: "kubescheduler.config.k8s.io/v1",
+        kind: "KubeSchedulerConfiguration",
+        profiles: plugins::registry().effective_profiles(config),
+    }
+}
+
+/// What [`effective_configuration`] returns.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EffectiveConfiguration {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub profiles: Vec<EffectiveProfile>,
 }
 
 /// Compiles a DRA device selector (a DeviceClass's or a request's `selectors[].cel.expression`)

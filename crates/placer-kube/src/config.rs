@@ -432,7 +432,9 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
         Some(n) => return Err(c.err("binding.concurrency", format!("must be between 1 and 10000, not {n}"))),
     };
 
-    if raw.node_resources_fit_strategy.is_some() && raw.plugin_config.iter().any(|e| e.name == "NodeResourcesFit") {
+    if raw.node_resources_fit_strategy.is_some()
+        && raw.plugin_config.iter().any(|e| e.name == "NodeResourcesFit")
+    {
         return Err(c.err(
             "nodeResourcesFitStrategy",
             "set either nodeResourcesFitStrategy or pluginConfig's NodeResourcesFit args, not both",
@@ -452,7 +454,8 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
         // Settings the file does not expose keep the engine's defaults.
         ..defaults
     };
-    if let Err(errs) = placer_engine::apply_plugin_config(&mut scheduler, &raw.plugin_config, "pluginConfig") {
+    if let Err(errs) = placer_engine::apply_plugin_config(&mut scheduler, &raw.plugin_config, "pluginConfig")
+    {
         // One problem: `file: field: message`; several: each with its own field.
         return Err(match errs.as_slice() {
             [one] => {

@@ -78,14 +78,8 @@ pub const WATCHED_KINDS: &[Kind] = &[
 ];
 
 /// The kinds the scheduler reads (its base role allows exactly their list and watch).
-pub const SCHEDULER_KINDS: &[Kind] = &[
-    Kind::Node,
-    Kind::Pod,
-    Kind::PodGroup,
-    Kind::PriorityClass,
-    Kind::PodDisruptionBudget,
-    Kind::Namespace,
-];
+pub const SCHEDULER_KINDS: &[Kind] =
+    &[Kind::Node, Kind::Pod, Kind::PodGroup, Kind::PriorityClass, Kind::PodDisruptionBudget, Kind::Namespace];
 
 /// The kinds `placer serve` watches: the scheduler's, plus Jobs and Workloads when the Job
 /// integration runs.

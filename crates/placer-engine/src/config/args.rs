@@ -17,6 +17,12 @@ use super::{SchedulerConfig, ScoringStrategy};
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NodeResourcesFitArgs {
+    /// `kubescheduler.config.k8s.io/v1` when written (kube-scheduler prints it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// `NodeResourcesFitArgs` when written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignored_resources: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -62,6 +68,8 @@ pub struct UtilizationShapePointArgs {
     pub score: i64,
 }
 
+/// The `apiVersion` of plugin arguments.
+pub const ARGS_API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
 const SUPPORTED_TYPES: [&str; 3] = ["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"];
 /// kube's `MaxCustomPriorityScore`.
 const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
@@ -98,6 +106,18 @@ impl NodeResourcesFitArgs {
     /// `path` the field path of the arguments (`profiles[0].pluginConfig[1].args`).
     pub fn validate(&self, path: &str) -> Vec<String> {
         let mut errs = Vec::new();
+        if let Some(v) = self.api_version.as_deref().filter(|v| *v != ARGS_API_VERSION) {
+            errs.push(format!(
+                "{path}.apiVersion: Unsupported value: {}: supported values: {ARGS_API_VERSION:?}",
+                echo(v)
+            ));
+        }
+        if let Some(k) = self.kind.as_deref().filter(|k| *k != "NodeResourcesFitArgs") {
+            errs.push(format!(
+                "{path}.kind: Unsupported value: {}: supported values: \"NodeResourcesFitArgs\"",
+                echo(k)
+            ));
+        }
         // Placer does not ignore resources in its filter yet: say so rather than ignore it.
         if !self.ignored_resources.is_empty() {
             errs.push(format!(
@@ -174,6 +194,8 @@ impl NodeResourcesFitArgs {
             }
         };
         NodeResourcesFitArgs {
+            api_version: Some(ARGS_API_VERSION.to_string()),
+            kind: Some("NodeResourcesFitArgs".to_string()),
             scoring_strategy: Some(ScoringStrategyArgs {
                 type_: type_.to_string(),
                 resources: resources
@@ -181,7 +203,10 @@ impl NodeResourcesFitArgs {
                     .map(|(name, weight)| ResourceSpecArgs { name: name.clone(), weight: *weight })
                     .collect(),
                 requested_to_capacity_ratio: shape.map(|s| RequestedToCapacityRatioArgs {
-                    shape: s.iter().map(|&(utilization, score)| UtilizationShapePointArgs { utilization, score }).collect(),
+                    shape: s
+                        .iter()
+                        .map(|&(utilization, score)| UtilizationShapePointArgs { utilization, score })
+                        .collect(),
                 }),
             }),
             ..NodeResourcesFitArgs::default()
@@ -203,7 +228,10 @@ fn validate_shape(errs: &mut Vec<String>, path: &str, shape: &[UtilizationShapeP
     }
     for (i, p) in shape.iter().enumerate() {
         if !(0..=100).contains(&p.utilization) {
-            errs.push(format!("{path}[{i}].utilization: Invalid value: {}: not in valid range [0, 100]", p.utilization));
+            errs.push(format!(
+                "{path}[{i}].utilization: Invalid value: {}: not in valid range [0, 100]",
+                p.utilization
+            ));
         }
         if !(0..=MAX_CUSTOM_PRIORITY_SCORE).contains(&p.score) {
             errs.push(format!(
@@ -216,7 +244,11 @@ fn validate_shape(errs: &mut Vec<String>, path: &str, shape: &[UtilizationShapeP
 
 /// Reads `NodeResourcesFit`'s `args` (at `path`) into `config`: the pod-level scoring
 /// strategy. Errors are the field errors, each starting with its path.
-pub fn read_node_resources_fit(config: &mut SchedulerConfig, args: &Value, path: &str) -> Result<(), Vec<String>> {
+pub fn read_node_resources_fit(
+    config: &mut SchedulerConfig,
+    args: &Value,
+    path: &str,
+) -> Result<(), Vec<String>> {
     let parsed = serde_json::from_value::<NodeResourcesFitArgs>(args.clone())
         .map_err(|e| vec![format!("{path}: Invalid value: {}: {e}", echo(args))])?
         .defaulted();
@@ -230,7 +262,8 @@ pub fn read_node_resources_fit(config: &mut SchedulerConfig, args: &Value, path:
 
 /// `NodeResourcesFit`'s effective arguments, as `pluginConfig` would write them.
 pub fn show_node_resources_fit(config: &SchedulerConfig) -> Value {
-    serde_json::to_value(NodeResourcesFitArgs::of(&config.node_resources_fit_strategy)).unwrap_or_else(|_| json!({}))
+    serde_json::to_value(NodeResourcesFitArgs::of(&config.node_resources_fit_strategy))
+        .unwrap_or_else(|_| json!({}))
 }
 
 /// One `pluginConfig` entry: a plugin name and its arguments.
@@ -265,9 +298,10 @@ pub fn apply_plugin_config(
                     errs.append(&mut more);
                 }
             }
-            None if registry.has(&e.name) => {
-                errs.push(format!("{at}.name: Invalid value: {}: plugin takes no arguments in Placer", echo(&e.name)))
-            }
+            None if registry.has(&e.name) => errs.push(format!(
+                "{at}.name: Invalid value: {}: plugin takes no arguments in Placer",
+                echo(&e.name)
+            )),
             None => errs.push(format!("{at}.name: Invalid value: {}: unknown plugin", echo(&e.name))),
         }
     }
@@ -309,10 +343,14 @@ mod tests {
     fn defaults_fill_the_strategy_and_resources() {
         let c = apply(json!([{"name": "NodeResourcesFit", "args": {}}])).expect("valid");
         assert_eq!(c.node_resources_fit_strategy, ScoringStrategy::least_allocated());
-        let c = apply(json!([{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated",
+        let c =
+            apply(json!([{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated",
             "resources": [{"name": "memory", "weight": 5}]}}}]))
-        .expect("valid");
-        assert_eq!(c.node_resources_fit_strategy, ScoringStrategy::MostAllocated { resources: vec![("memory".into(), 5)] });
+            .expect("valid");
+        assert_eq!(
+            c.node_resources_fit_strategy,
+            ScoringStrategy::MostAllocated { resources: vec![("memory".into(), 5)] }
+        );
     }
 
     #[test]
@@ -343,9 +381,10 @@ mod tests {
                 format!("{p}[2].score: Invalid value: -1: not in valid range [0, 10]"),
             ]
         );
-        let errs = apply(json!([{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "LeastAllocated",
+        let errs =
+            apply(json!([{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "LeastAllocated",
             "requestedToCapacityRatio": {"shape": []}}}}]))
-        .unwrap_err();
+            .unwrap_err();
         assert_eq!(errs, ["profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio: Forbidden: must be nil when type is not RequestedToCapacityRatio"]);
         let errs = apply(json!([{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "RequestedToCapacityRatio",
             "requestedToCapacityRatio": {"shape": []}}}}]))
@@ -375,8 +414,10 @@ mod tests {
     #[test]
     fn shown_args_read_back_the_same() {
         let mut c = SchedulerConfig::default();
-        c.node_resources_fit_strategy =
-            ScoringStrategy::RequestedToCapacityRatio { resources: vec![("cpu".into(), 2)], shape: vec![(0, 10), (100, 0)] };
+        c.node_resources_fit_strategy = ScoringStrategy::RequestedToCapacityRatio {
+            resources: vec![("cpu".into(), 2)],
+            shape: vec![(0, 10), (100, 0)],
+        };
         let shown = show_node_resources_fit(&c);
         let mut back = SchedulerConfig::default();
         read_node_resources_fit(&mut back, &shown, "args").expect("valid");

@@ -183,12 +183,12 @@ pub fn node_selector_term_is_valid(term: &NodeSelectorTerm) -> bool {
             "Gt" | "Lt" => vals.len() == 1 && vals[0].parse::<i64>().is_ok(),
             _ => false,
         };
-        op_ok
-            && check_label_key(&r.key).is_ok()
-            && vals.iter().all(|v| check_label_value(v).is_ok())
+        op_ok && check_label_key(&r.key).is_ok() && vals.iter().all(|v| check_label_value(v).is_ok())
     };
     let field_ok = |r: &NodeSelectorRequirement| {
-        r.key == "metadata.name" && values(&r.values).len() == 1 && matches!(r.operator.as_str(), "In" | "NotIn")
+        r.key == "metadata.name"
+            && values(&r.values).len() == 1
+            && matches!(r.operator.as_str(), "In" | "NotIn")
     };
     term.match_expressions.iter().flatten().all(expr_ok) && term.match_fields.iter().flatten().all(field_ok)
 }
@@ -428,7 +428,8 @@ mod tests {
             assert!(!node_selector_term_matches(&t, "n1", &l), "{key} {op} {vals:?}");
         }
         // Another term of the same selector still matches.
-        let terms = [term(vec![node_expr("zone", "NotIn", &["b/c"])]), term(vec![node_expr("zone", "In", &["a"])])];
+        let terms =
+            [term(vec![node_expr("zone", "NotIn", &["b/c"])]), term(vec![node_expr("zone", "In", &["a"])])];
         assert!(node_selector_terms_match(&terms, "n1", &l));
         // Fields: only metadata.name.
         let field = |key: &str, op: &str| NodeSelectorTerm {

@@ -12,7 +12,8 @@ use smallvec::SmallVec;
 
 use super::helper::{
     first_untolerated_taint, label_selector_is_empty, label_selector_matches, labels_or_empty,
-    node_selector_terms_match, validate_label_selector, Labels, NamespaceIndex, NamespaceLabels, SelectorError,
+    node_selector_terms_match, validate_label_selector, Labels, NamespaceIndex, NamespaceLabels,
+    SelectorError,
 };
 use crate::model::{NodeStatic, PodInfo};
 use crate::snapshot::NodeState;
@@ -176,7 +177,9 @@ impl<'a> AffinityTerm<'a> {
             None if names.is_empty() => ns == self.owner_namespace,
             sel => {
                 names.iter().any(|n| n == ns)
-                    || sel.as_ref().is_some_and(|s| label_selector_matches(s, &NamespaceLabels::of(ns, namespaces)))
+                    || sel
+                        .as_ref()
+                        .is_some_and(|s| label_selector_matches(s, &NamespaceLabels::of(ns, namespaces)))
             }
         }
     }

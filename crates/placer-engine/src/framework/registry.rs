@@ -82,6 +82,52 @@ impl fmt::Debug for Registry {
     }
 }
 
+/// One profile as [`Registry::effective_profiles`] shows it; serializes as a
+/// KubeSchedulerConfiguration profile (`schedulerName`, `plugins.<point>.enabled`,
+/// `pluginConfig`), keys in that order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EffectiveProfile {
+    pub scheduler_name: String,
+    /// Extension point key and the plugins it runs, in order, with the weight of score
+    /// plugins.
+    pub plugins: Vec<(&'static str, Vec<(&'static str, Option<i64>)>)>,
+    /// Plugin name and its effective arguments.
+    pub plugin_config: Vec<(&'static str, serde_json::Value)>,
+}
+
+impl serde::Serialize for EffectiveProfile {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        struct Points<'a>(&'a [(&'static str, Vec<(&'static str, Option<i64>)>)]);
+        impl serde::Serialize for Points<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(self.0.len()))?;
+                for (point, plugins) in self.0 {
+                    let enabled: Vec<serde_json::Value> = plugins
+                        .iter()
+                        .map(|(name, w)| match w {
+                            Some(w) => serde_json::json!({"name": name, "weight": w}),
+                            None => serde_json::json!({"name": name}),
+                        })
+                        .collect();
+                    m.serialize_entry(point, &serde_json::json!({"enabled": enabled}))?;
+                }
+                m.end()
+            }
+        }
+        let args: Vec<serde_json::Value> = self
+            .plugin_config
+            .iter()
+            .map(|(name, args)| serde_json::json!({"name": name, "args": args}))
+            .collect();
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("schedulerName", &self.scheduler_name)?;
+        m.serialize_entry("plugins", &Points(&self.plugins))?;
+        m.serialize_entry("pluginConfig", &args)?;
+        m.end()
+    }
+}
+
 /// A profile names a plugin the registry does not have at that extension point.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("plugins.{point}: unknown plugin {name:?} (known here: {known})")]
@@ -174,54 +220,58 @@ impl Registry {
         self.entries.iter().any(|e| e.name == name)
     }
 
-    /// The effective profile of `config` as a KubeSchedulerConfiguration profile: the
-    /// plugins each extension point runs, in order (score points with their weights),
-    /// and the arguments of every plugin in it that takes some (`pluginConfig`).
-    pub fn effective_profile(&self, config: &SchedulerConfig) -> serde_json::Value {
-        use serde_json::json;
-        let mut plugins = serde_json::Map::new();
+    /// The effective profile of `config` as KubeSchedulerConfiguration profiles (one per
+    /// scheduler name, all alike): the plugins each extension point runs, in order (score
+    /// points with their weights), and the arguments of every plugin in it that takes
+    /// some (`pluginConfig`).
+    pub fn effective_profiles(&self, config: &SchedulerConfig) -> Vec<EffectiveProfile> {
+        let mut points: Vec<(&'static str, Vec<(&'static str, Option<i64>)>)> = Vec::new();
         let mut in_profile: Vec<&'static str> = Vec::new();
         for &point in &ExtensionPoint::ALL[1..] {
             let mut enabled = Vec::new();
             for (e, weight) in self.selected(config, point) {
-                let shown = match e.factory {
-                    Factory::Filter(make) => make(config).map(|_| json!({"name": e.name})),
-                    Factory::Reserve(make) => make(config).map(|_| json!({"name": e.name})),
-                    Factory::Permit(make) => make(config).map(|_| json!({"name": e.name})),
-                    Factory::PreBind(make) => make(config).map(|_| json!({"name": e.name})),
-                    Factory::PlacementGenerate(make) => make(config).map(|_| json!({"name": e.name})),
-                    Factory::PlacementFeasible(make) => make(config).map(|_| json!({"name": e.name})),
+                let runs = match e.factory {
+                    Factory::Filter(make) => make(config).map(|_| None),
+                    Factory::Reserve(make) => make(config).map(|_| None),
+                    Factory::Permit(make) => make(config).map(|_| None),
+                    Factory::PreBind(make) => make(config).map(|_| None),
+                    Factory::PlacementGenerate(make) => make(config).map(|_| None),
+                    Factory::PlacementFeasible(make) => make(config).map(|_| None),
                     Factory::Score(make, default) => {
                         let w = config.weight(e.name, weight.unwrap_or(default));
-                        make(config).filter(|_| w != 0).map(|_| json!({"name": e.name, "weight": w}))
+                        make(config).filter(|_| w != 0).map(|_| Some(w))
                     }
                     Factory::PlacementScore(make, default) => {
                         let w = config.weight(e.name, weight.unwrap_or(default));
-                        make(config).filter(|_| w != 0).map(|_| json!({"name": e.name, "weight": w}))
+                        make(config).filter(|_| w != 0).map(|_| Some(w))
                     }
                 };
-                if let Some(v) = shown {
-                    enabled.push(v);
+                if let Some(w) = runs {
+                    enabled.push((e.name, w));
                     if !in_profile.contains(&e.name) {
                         in_profile.push(e.name);
                     }
                 }
             }
             if !enabled.is_empty() {
-                plugins.insert(point.key().to_string(), json!({"enabled": enabled}));
+                points.push((point.key(), enabled));
             }
         }
-        let plugin_config: Vec<serde_json::Value> = self
+        let plugin_config: Vec<(&'static str, serde_json::Value)> = self
             .args
             .iter()
             .filter(|(name, ..)| in_profile.contains(name))
-            .map(|(name, _, show)| json!({"name": name, "args": show(config)}))
+            .map(|(name, _, show)| (*name, show(config)))
             .collect();
-        json!({
-            "schedulerName": config.scheduler_names.first().cloned().unwrap_or_default(),
-            "plugins": plugins,
-            "pluginConfig": plugin_config,
-        })
+        config
+            .scheduler_names
+            .iter()
+            .map(|name| EffectiveProfile {
+                scheduler_name: name.clone(),
+                plugins: points.clone(),
+                plugin_config: plugin_config.clone(),
+            })
+            .collect()
     }
 
     /// Checks that every plugin a profile enables or disables exists at its point.

@@ -67,7 +67,12 @@ impl ScorePlugin for ImageLocality {
         true
     }
 
-    fn pre_score<'a>(&self, state: &mut CycleState<'a>, snap: &'a Snapshot, _feasible: &[NodeId]) -> PreResult {
+    fn pre_score<'a>(
+        &self,
+        state: &mut CycleState<'a>,
+        snap: &'a Snapshot,
+        _feasible: &[NodeId],
+    ) -> PreResult {
         let images = &state.pod.view.images;
         if images.is_empty() {
             return PreResult::Skip;
@@ -124,7 +129,9 @@ mod tests {
                 .image(&["gcr.io/40:latest"], mb(40))
                 .image(&["gcr.io/300:latest"], mb(300))
                 .image(&["gcr.io/2000:latest"], mb(2000)),
-            node("node2").image(&["gcr.io/250:latest"], mb(250)).image(&["gcr.io/10:latest", "gcr.io/10:v1"], mb(10)),
+            node("node2")
+                .image(&["gcr.io/250:latest"], mb(250))
+                .image(&["gcr.io/10:latest", "gcr.io/10:v1"], mb(10)),
         ]
     }
 

@@ -189,7 +189,10 @@ impl FilterPlugin for InterPodAffinity {
         }
         if !pods_exist {
             let self_affine = s.affinity.is_empty()
-                && parsed.required_affinity.iter().all(|t| t.matches(parsed.namespace, parsed.labels, snap.namespaces()));
+                && parsed
+                    .required_affinity
+                    .iter()
+                    .all(|t| t.matches(parsed.namespace, parsed.labels, snap.namespaces()));
             if !self_affine {
                 return Err(Rejection::unresolvable(NAME, ERR_AFFINITY));
             }

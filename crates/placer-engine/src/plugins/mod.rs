@@ -21,11 +21,11 @@
 //! (and its `mod` line).
 
 pub mod dynamic_resources;
-pub mod image_locality;
 #[cfg(test)]
 mod example_node_label;
 #[cfg(test)]
 mod example_small_placement;
+pub mod image_locality;
 pub mod inter_pod_affinity;
 pub mod node_affinity;
 pub mod node_name;
@@ -150,6 +150,36 @@ mod tests {
                 ("NodeResourcesBalancedAllocation", 1),
                 ("ImageLocality", 1)
             ]
+        );
+    }
+
+    #[test]
+    fn the_effective_profile_lists_what_runs_with_weights_and_args() {
+        let mut config = SchedulerConfig::default();
+        config.plugin_weights.insert("ImageLocality".into(), 0);
+        config.plugins.enable(
+            crate::config::ExtensionPoint::PlacementScore,
+            "PlacementFragmentation",
+            Some(4),
+        );
+        config.plugins.disable(crate::config::ExtensionPoint::Filter, "NodePorts");
+        let profiles = crate::plugins::registry().effective_profiles(&config);
+        assert_eq!(profiles.len(), config.scheduler_names.len());
+        let p = &profiles[0];
+        let point =
+            |key: &str| p.plugins.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone()).unwrap_or_default();
+        assert!(!point("filter").iter().any(|(n, _)| *n == "NodePorts"));
+        assert!(point("score").contains(&("NodeResourcesBalancedAllocation", Some(1))));
+        assert!(!point("score").iter().any(|(n, _)| *n == "ImageLocality"), "weight 0: off");
+        assert_eq!(point("placementScore").last(), Some(&("PlacementFragmentation", Some(4))));
+        assert_eq!(p.plugin_config.len(), 1);
+        assert_eq!(p.plugin_config[0].0, "NodeResourcesFit");
+        assert_eq!(p.plugin_config[0].1["scoringStrategy"]["type"], "LeastAllocated");
+        // Keys in KubeSchedulerConfiguration's order.
+        let text = serde_json::to_string(p).expect("json");
+        assert!(
+            text.starts_with("{\"schedulerName\":\"default-scheduler\",\"plugins\":{\"filter\":"),
+            "{text}"
         );
     }
 

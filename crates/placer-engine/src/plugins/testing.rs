@@ -276,7 +276,11 @@ impl PodBuilder {
         };
         let mut containers = vec![first];
         for (i, image) in images.iter().enumerate().skip(1) {
-            containers.push(Container { name: format!("c{i}"), image: Some(image.clone()), ..Default::default() });
+            containers.push(Container {
+                name: format!("c{i}"),
+                image: Some(image.clone()),
+                ..Default::default()
+            });
         }
         self.spec().containers = containers;
         PodInfo::from_pod(Arc::new(self.pod)).expect("test pod")

@@ -626,6 +626,27 @@ mod tests {
     }
 
     #[test]
+    fn plugin_config_sets_the_fit_strategy_with_kube_schedulers_validation() {
+        let s = parse_ok(
+            "pluginConfig:\n- name: NodeResourcesFit\n  args:\n    scoringStrategy:\n      type: MostAllocated\n      resources: [{name: cpu, weight: 3}, {name: nvidia.com/gpu}]\n",
+        );
+        assert_eq!(
+            s.scheduler.node_resources_fit_strategy,
+            ScoringStrategy::MostAllocated {
+                resources: vec![("cpu".into(), 3), ("nvidia.com/gpu".into(), 1)]
+            }
+        );
+        assert_eq!(
+            parse_err("pluginConfig:\n- name: NodeResourcesFit\n  args: {scoringStrategy: {type: Bogus}}\n"),
+            "placer.yaml: pluginConfig[0].args.scoringStrategy.type: Unsupported value: \"Bogus\": supported values: \"LeastAllocated\", \"MostAllocated\", \"RequestedToCapacityRatio\""
+        );
+        assert!(parse_err(
+            "nodeResourcesFitStrategy: {type: MostAllocated}\npluginConfig:\n- name: NodeResourcesFit\n  args: {}\n"
+        )
+        .contains("not both"));
+    }
+
+    #[test]
     fn an_empty_file_gives_the_documented_defaults() {
         let s = parse_ok("");
         assert_eq!(s.scheduler_name, "placer");

@@ -413,10 +413,12 @@ mod tests {
 
     #[test]
     fn shown_args_read_back_the_same() {
-        let mut c = SchedulerConfig::default();
-        c.node_resources_fit_strategy = ScoringStrategy::RequestedToCapacityRatio {
-            resources: vec![("cpu".into(), 2)],
-            shape: vec![(0, 10), (100, 0)],
+        let c = SchedulerConfig {
+            node_resources_fit_strategy: ScoringStrategy::RequestedToCapacityRatio {
+                resources: vec![("cpu".into(), 2)],
+                shape: vec![(0, 10), (100, 0)],
+            },
+            ..SchedulerConfig::default()
         };
         let shown = show_node_resources_fit(&c);
         let mut back = SchedulerConfig::default();

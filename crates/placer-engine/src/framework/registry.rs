@@ -82,6 +82,10 @@ impl fmt::Debug for Registry {
     }
 }
 
+/// The plugins one extension point runs (by its `plugins` key), in order, with the weight
+/// of score plugins.
+pub type PointPlugins = (&'static str, Vec<(&'static str, Option<i64>)>);
+
 /// One profile as [`Registry::effective_profiles`] shows it; serializes as a
 /// KubeSchedulerConfiguration profile (`schedulerName`, `plugins.<point>.enabled`,
 /// `pluginConfig`), keys in that order.
@@ -90,7 +94,7 @@ pub struct EffectiveProfile {
     pub scheduler_name: String,
     /// Extension point key and the plugins it runs, in order, with the weight of score
     /// plugins.
-    pub plugins: Vec<(&'static str, Vec<(&'static str, Option<i64>)>)>,
+    pub plugins: Vec<PointPlugins>,
     /// Plugin name and its effective arguments.
     pub plugin_config: Vec<(&'static str, serde_json::Value)>,
 }
@@ -98,7 +102,7 @@ pub struct EffectiveProfile {
 impl serde::Serialize for EffectiveProfile {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        struct Points<'a>(&'a [(&'static str, Vec<(&'static str, Option<i64>)>)]);
+        struct Points<'a>(&'a [PointPlugins]);
         impl serde::Serialize for Points<'_> {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 let mut m = s.serialize_map(Some(self.0.len()))?;
@@ -225,7 +229,7 @@ impl Registry {
     /// points with their weights), and the arguments of every plugin in it that takes
     /// some (`pluginConfig`).
     pub fn effective_profiles(&self, config: &SchedulerConfig) -> Vec<EffectiveProfile> {
-        let mut points: Vec<(&'static str, Vec<(&'static str, Option<i64>)>)> = Vec::new();
+        let mut points: Vec<PointPlugins> = Vec::new();
         let mut in_profile: Vec<&'static str> = Vec::new();
         for &point in &ExtensionPoint::ALL[1..] {
             let mut enabled = Vec::new();

@@ -6,10 +6,12 @@
 //!   `PodGroup`.
 //! * [`quantity`] parses resource quantities exactly (fixed point, no floats).
 //! * [`gates`] holds the feature gates named in the seeds, with their defaults.
+//! * [`names`] checks names, label keys and label values as the API server does.
 //! * [`annotations`] names the Kueue topology annotations Placer accepts on PodGroups.
 
 pub mod annotations;
 pub mod gates;
+pub mod names;
 pub mod quantity;
 
 pub use k8s_openapi as k8s;

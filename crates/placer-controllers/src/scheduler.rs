@@ -644,12 +644,11 @@ pub fn cluster_event(event: WatchEvent) -> Option<ClusterEvent> {
             ClusterEvent::PodDisruptionBudgetDeleted(PodKey::new(r.namespace, r.name))
         }
         Object::PodDisruptionBudget(pdb) => ClusterEvent::PodDisruptionBudgetUpserted(Arc::new(pdb)),
-        Object::Workload(_)
-        | Object::Job(_)
-        | Object::CronJob(_)
-        | Object::Namespace(_)
-        | Object::Event(_)
-        | Object::Lease(_) => return None,
+        Object::Workload(_) | Object::Job(_) | Object::CronJob(_) | Object::Event(_) | Object::Lease(_) => {
+            return None
+        }
+        Object::Namespace(_) if deleted => ClusterEvent::NamespaceDeleted(r.name),
+        Object::Namespace(ns) => ClusterEvent::NamespaceUpserted(Arc::new(ns)),
         Object::DeviceClass(_) if deleted => ClusterEvent::DeviceClassDeleted(r.name),
         Object::DeviceClass(c) => ClusterEvent::DeviceClassUpserted(Arc::new(c)),
         Object::ResourceSlice(_) if deleted => ClusterEvent::ResourceSliceDeleted(r.name),

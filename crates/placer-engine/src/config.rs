@@ -1,4 +1,7 @@
-//! Scheduler configuration, in the spirit of KubeSchedulerConfiguration.
+//! Scheduler configuration, in the spirit of KubeSchedulerConfiguration; [`args`]: the
+//! plugins' `pluginConfig` arguments.
+
+pub mod args;
 
 use std::collections::BTreeMap;
 

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use placer_api::gates::Gate;
-use placer_api::k8s::api::core::v1::{Node, Pod};
+use placer_api::k8s::api::core::v1::{Namespace, Node, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::api::resource::v1::{
     AllocationResult, DeviceClass, ResourceClaim, ResourceClaimConsumerReference, ResourceSlice,
@@ -66,6 +66,9 @@ pub enum ClusterEvent {
     ResourceSliceDeleted(String),
     ResourceClaimUpserted(Arc<ResourceClaim>),
     ResourceClaimDeleted(ObjectKey),
+    /// A Namespace (its labels select pods for pod affinity's `namespaceSelector`).
+    NamespaceUpserted(Arc<Namespace>),
+    NamespaceDeleted(String),
 }
 
 /// Something the caller must carry out in the cluster, in order.
@@ -337,6 +340,21 @@ impl Engine {
             }
             ClusterEvent::PodDisruptionBudgetDeleted(key) => {
                 self.pdbs.remove(&key);
+            }
+            ClusterEvent::NamespaceUpserted(ns) => {
+                if let Some(name) = ns.metadata.name.as_deref() {
+                    let labels = ns.metadata.labels.clone().unwrap_or_default();
+                    if self.snapshot.namespaces().get(name) != Some(&labels) {
+                        self.snapshot.set_namespace(name, Some(labels));
+                        self.queue.move_all_unschedulable(now_ms, |_| true);
+                    }
+                }
+            }
+            ClusterEvent::NamespaceDeleted(name) => {
+                if self.snapshot.namespaces().contains_key(&name) {
+                    self.snapshot.set_namespace(&name, None);
+                    self.queue.move_all_unschedulable(now_ms, |_| true);
+                }
             }
             ClusterEvent::DeviceClassUpserted(_)
             | ClusterEvent::DeviceClassDeleted(_)

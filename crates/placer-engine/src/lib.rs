@@ -44,6 +44,7 @@ pub(crate) mod snapshot;
 pub(crate) mod strategy;
 pub(crate) mod tas;
 
+pub use config::args::{NodeResourcesFitArgs, PluginConfigEntry};
 pub use config::{
     ExtensionPoint, PlacementSearch, PluginRef, PluginSet, PluginsConfig, SchedulerConfig, ScoringStrategy,
 };
@@ -52,7 +53,7 @@ pub use engine::{
     CONDITION_POD_GROUP_SCHEDULED, REASON_NODE_FAILURES, REASON_SCHEDULED, REASON_SCHEDULER_ERROR,
     REASON_UNSCHEDULABLE,
 };
-pub use framework::registry::UnknownPlugin;
+pub use framework::registry::{EffectiveProfile, UnknownPlugin};
 pub use model::{pod_requests, GroupKey, GroupPolicy, ObjectKey, PodKey};
 pub use observer::{NoopObserver, Observer};
 pub use preemption::REASON_PREEMPTION_BY_SCHEDULER;
@@ -64,6 +65,38 @@ pub use resources::{Resources, CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
 /// a typo is a configuration error naming the point and the plugin.
 pub fn check_profile(config: &SchedulerConfig) -> Result<(), UnknownPlugin> {
     plugins::registry().check(config)
+}
+
+/// Applies a profile's `pluginConfig` entries (KubeSchedulerConfiguration's
+/// `profiles[].pluginConfig`, at field path `path`) to `config`, with kube-scheduler's
+/// defaulting and validation messages; plugins declare their arguments in the registry.
+pub fn apply_plugin_config(
+    config: &mut SchedulerConfig,
+    entries: &[PluginConfigEntry],
+    path: &str,
+) -> Result<(), Vec<String>> {
+    config::args::apply_plugin_config(config, entries, path)
+}
+
+/// The effective profile of `config` as a KubeSchedulerConfiguration (`placer config`):
+/// one profile per scheduler name, every plugin each extension point runs, in order, score
+/// plugins with their weights, and the arguments of the plugins in it (`pluginConfig`).
+/// Generated from the plugin registry; serializes with KubeSchedulerConfiguration's keys.
+pub fn effective_configuration(config: &SchedulerConfig) -> EffectiveConfiguration {
+    EffectiveConfiguration {
+        api_version: "kubescheduler.config.k8s.io/v1",
+        kind: "KubeSchedulerConfiguration",
+        profiles: plugins::registry().effective_profiles(config),
+    }
+}
+
+/// What [`effective_configuration`] returns.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EffectiveConfiguration {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub profiles: Vec<EffectiveProfile>,
 }
 
 /// Compiles a DRA device selector (a DeviceClass's or a request's `selectors[].cel.expression`)

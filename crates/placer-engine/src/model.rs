@@ -120,6 +120,9 @@ pub struct PodSchedulingView {
     pub reports_not_ready: bool,
     /// `spec.resourceClaims` with the claims generated for them (DRA).
     pub resource_claims: Box<[PodClaim]>,
+    /// The images of the init and app containers, in that order, normalized as
+    /// kube-scheduler's ImageLocality does (`:latest` added when there is no tag).
+    pub images: Box<[String]>,
 }
 
 /// One `spec.resourceClaims` entry of a pod, with the name of the claim the control plane
@@ -200,6 +203,12 @@ impl PodSchedulingView {
                 .and_then(|s| s.conditions.as_ref())
                 .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "False")),
             resource_claims: PodClaim::of(pod),
+            images: spec
+                .map(|s| s.init_containers.as_deref().unwrap_or(&[]).iter().chain(&s.containers))
+                .into_iter()
+                .flatten()
+                .map(|c| normalized_image_name(c.image.as_deref().unwrap_or("")))
+                .collect(),
         }
     }
 
@@ -222,6 +231,7 @@ impl PodSchedulingView {
             start_time: _,
             reports_not_ready: _,
             resource_claims, // the generated claim names (status) decide where a pod can go
+            images: _,       // ImageLocality scores only: cannot make a pending pod fit
         } = self;
         *labels == other.labels
             && *node_selector == other.node_selector
@@ -233,6 +243,18 @@ impl PodSchedulingView {
             && *spec_priority == other.spec_priority
             && *priority_class_name == other.priority_class_name
             && *resource_claims == other.resource_claims
+    }
+}
+
+/// An image name as the node reports it: `:latest` is added when the name has no tag (no
+/// `:` after the last `/`), as kube-scheduler's ImageLocality normalizes container images.
+pub fn normalized_image_name(name: &str) -> String {
+    let colon = name.rfind(':').map_or(-1, |i| i as i64);
+    let slash = name.rfind('/').map_or(-1, |i| i as i64);
+    if colon <= slash {
+        format!("{name}:latest")
+    } else {
+        name.to_string()
     }
 }
 

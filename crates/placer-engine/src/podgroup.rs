@@ -148,6 +148,7 @@ fn fit_signature(pod: &PodInfo) -> Option<FitSignature<'_>> {
         start_time: _,               // victim ordering only
         reports_not_ready: _,        // victim ordering only
         resource_claims,             // DynamicResources: devices are held per claim
+        images: _,                   // ImageLocality scores only
     } = &**view;
     if !topology_spread_constraints.is_empty() || node_name.is_some() || !resource_claims.is_empty() {
         return None;

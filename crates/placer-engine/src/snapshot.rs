@@ -172,6 +172,8 @@ pub struct Snapshot {
     now_unix_ms: Option<i64>,
     /// DRA objects and the allocations in flight.
     dra: dra::DraState,
+    /// Namespace labels (pod affinity's `namespaceSelector`).
+    namespaces: crate::framework::helper::NamespaceIndex,
 }
 
 impl Snapshot {
@@ -438,6 +440,24 @@ impl Snapshot {
             return true;
         }
         nodes == self.order.as_slice()
+    }
+
+    /// The labels of the Namespace objects seen so far.
+    pub fn namespaces(&self) -> &crate::framework::helper::NamespaceIndex {
+        &self.namespaces
+    }
+
+    /// Records a Namespace's labels (`None`: the namespace is gone).
+    pub fn set_namespace(&mut self, name: &str, labels: Option<crate::framework::helper::Labels>) {
+        match labels {
+            Some(l) => {
+                self.namespaces.insert(name.to_string(), l);
+            }
+            None => {
+                self.namespaces.remove(name);
+            }
+        }
+        self.generation += 1;
     }
 
     pub fn num_nodes(&self) -> usize {

@@ -22,6 +22,13 @@
 //! binding: {concurrency: 64}          # binding calls in flight at once
 //! evictGangOnFailedNode: true         # lost pods with no replacement: evict and re-place
 //!                                     # the gang (default: on with topologyLevels, else off)
+//! pluginConfig:                       # KubeSchedulerConfiguration's plugin arguments
+//!   - name: NodeResourcesFit
+//!     args:
+//!       scoringStrategy:
+//!         type: RequestedToCapacityRatio
+//!         resources: [{name: cpu, weight: 1}, {name: nvidia.com/gpu, weight: 5}]
+//!         requestedToCapacityRatio: {shape: [{utilization: 0, score: 0}, {utilization: 100, score: 10}]}
 //! ```
 //!
 //! Parsing rejects unknown fields; validation then checks every value and reports the
@@ -116,6 +123,11 @@ pub struct FileConfig {
     /// gang and place it again (`true`) or keep them Pending (`false`). Absent: on with
     /// `topologyLevels`, off without.
     pub evict_gang_on_failed_node: Option<bool>,
+    /// KubeSchedulerConfiguration's `pluginConfig`: plugin arguments, validated as
+    /// kube-scheduler does (e.g. `NodeResourcesFit`'s `scoringStrategy`, which may not be
+    /// combined with `nodeResourcesFitStrategy`).
+    #[serde(default)]
+    pub plugin_config: Vec<placer_engine::PluginConfigEntry>,
 }
 
 /// `clientConnection` (as in `KubeSchedulerConfiguration`).
@@ -420,7 +432,15 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
         Some(n) => return Err(c.err("binding.concurrency", format!("must be between 1 and 10000, not {n}"))),
     };
 
-    let scheduler = SchedulerConfig {
+    if raw.node_resources_fit_strategy.is_some()
+        && raw.plugin_config.iter().any(|e| e.name == "NodeResourcesFit")
+    {
+        return Err(c.err(
+            "nodeResourcesFitStrategy",
+            "set either nodeResourcesFitStrategy or pluginConfig's NodeResourcesFit args, not both",
+        ));
+    }
+    let mut scheduler = SchedulerConfig {
         scheduler_names: vec![scheduler_name.clone()],
         gates,
         topology_levels: raw.topology_levels.clone(),
@@ -434,6 +454,17 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
         // Settings the file does not expose keep the engine's defaults.
         ..defaults
     };
+    if let Err(errs) = placer_engine::apply_plugin_config(&mut scheduler, &raw.plugin_config, "pluginConfig")
+    {
+        // One problem: `file: field: message`; several: each with its own field.
+        return Err(match errs.as_slice() {
+            [one] => {
+                let (field, message) = one.split_once(": ").unwrap_or(("pluginConfig", one.as_str()));
+                c.err(field, message)
+            }
+            _ => c.err("pluginConfig", errs.join("; ")),
+        });
+    }
 
     Ok(ServeSettings {
         scheduler_name,
@@ -592,6 +623,27 @@ mod tests {
             Ok(s) => panic!("expected an error, got {s:?}"),
             Err(e) => e.to_string(),
         }
+    }
+
+    #[test]
+    fn plugin_config_sets_the_fit_strategy_with_kube_schedulers_validation() {
+        let s = parse_ok(
+            "pluginConfig:\n- name: NodeResourcesFit\n  args:\n    scoringStrategy:\n      type: MostAllocated\n      resources: [{name: cpu, weight: 3}, {name: nvidia.com/gpu}]\n",
+        );
+        assert_eq!(
+            s.scheduler.node_resources_fit_strategy,
+            ScoringStrategy::MostAllocated {
+                resources: vec![("cpu".into(), 3), ("nvidia.com/gpu".into(), 1)]
+            }
+        );
+        assert_eq!(
+            parse_err("pluginConfig:\n- name: NodeResourcesFit\n  args: {scoringStrategy: {type: Bogus}}\n"),
+            "placer.yaml: pluginConfig[0].args.scoringStrategy.type: Unsupported value: \"Bogus\": supported values: \"LeastAllocated\", \"MostAllocated\", \"RequestedToCapacityRatio\""
+        );
+        assert!(parse_err(
+            "nodeResourcesFitStrategy: {type: MostAllocated}\npluginConfig:\n- name: NodeResourcesFit\n  args: {}\n"
+        )
+        .contains("not both"));
     }
 
     #[test]

@@ -74,11 +74,12 @@ pub const WATCHED_KINDS: &[Kind] = &[
     Kind::PriorityClass,
     Kind::PodDisruptionBudget,
     Kind::Job,
+    Kind::Namespace,
 ];
 
 /// The kinds the scheduler reads (its base role allows exactly their list and watch).
 pub const SCHEDULER_KINDS: &[Kind] =
-    &[Kind::Node, Kind::Pod, Kind::PodGroup, Kind::PriorityClass, Kind::PodDisruptionBudget];
+    &[Kind::Node, Kind::Pod, Kind::PodGroup, Kind::PriorityClass, Kind::PodDisruptionBudget, Kind::Namespace];
 
 /// The kinds `placer serve` watches: the scheduler's, plus Jobs and Workloads when the Job
 /// integration runs.

@@ -39,6 +39,7 @@ fn the_base_role_schedules_and_the_job_integration_has_its_own_optional_role() {
             ("scheduling.k8s.io", "podgroups/status", &["update"]),
             ("scheduling.k8s.io", "priorityclasses", &["list", "watch"]),
             ("policy", "poddisruptionbudgets", &["list", "watch"]),
+            ("", "namespaces", &["list", "watch"]),
             ("events.k8s.io", "events", &["create", "patch"]),
         ])
     );

@@ -230,6 +230,8 @@ pub fn scheduler_config(s: &Scenario) -> Result<SchedulerConfig, String> {
         }
     }
     placer_engine::check_profile(&c).map_err(|e| e.to_string())?;
+    placer_engine::apply_plugin_config(&mut c, &p.plugin_config, "scheduler.profile.pluginConfig")
+        .map_err(|errs| errs.join("; "))?;
     Ok(c)
 }
 

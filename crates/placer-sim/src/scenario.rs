@@ -151,6 +151,10 @@ pub struct ProfileSpec {
     /// points), plugins `enabled` after the defaults and default plugins `disabled`.
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginSetSpec>,
+    /// KubeSchedulerConfiguration's `pluginConfig`: plugin arguments by plugin name (e.g.
+    /// `NodeResourcesFit`'s `scoringStrategy`), validated as kube-scheduler validates them.
+    #[serde(default)]
+    pub plugin_config: Vec<placer_engine::PluginConfigEntry>,
     /// Placer extension: when a gang's pods lost with a failed node find no replacement,
     /// evict the whole gang and place it again (`true`) or keep them Pending (`false`).
     /// Absent: on with `topologyLevels` (Kueue's fail-fast), off without (KEP-5732).

@@ -444,6 +444,13 @@ fn validate_plugins(
         let message = format!("unknown plugin {:?} (known here: {})", e.name, e.known);
         problems.push(top(at, &format!("plugins.{}", e.point), message));
     }
+    if let Err(errs) = placer_engine::apply_plugin_config(&mut config, &profile.plugin_config, "pluginConfig")
+    {
+        for e in errs {
+            let (field, message) = e.split_once(": ").unwrap_or(("pluginConfig", e.as_str()));
+            problems.push(top(at, field, message.to_string()));
+        }
+    }
 }
 
 /// `.key` for a plain word, `[key]` otherwise (as paths are written).

@@ -14,6 +14,7 @@
 mod bench;
 mod cluster;
 mod compare;
+mod config;
 mod explain;
 mod html;
 mod input;
@@ -58,6 +59,9 @@ enum Command {
     Bench(bench::Args),
     /// Replay traces under several placement semantics and compare placement quality.
     Replay(replay::Args),
+    /// Print the effective scheduling profile (every plugin with its weight and args) as a
+    /// KubeSchedulerConfiguration: Placer's defaults, a scenario's or a serve config's.
+    Config(config::Args),
 }
 
 /// Outcome of a command, ordered by severity (the worst file decides the exit code).
@@ -105,6 +109,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Cluster(args) => cluster::run(args),
         Command::Replay(args) => replay::run(args),
+        Command::Config(args) => config::run(args),
     };
     match result {
         Ok(status) => status.into(),

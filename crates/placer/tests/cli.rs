@@ -261,3 +261,57 @@ fn replay_bad_input_exits_2_naming_what_is_wrong() {
     assert!(stderr.contains("bad.yaml:8: arrivals[0].required: unknown level \"rack\""), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn config_prints_the_effective_profile_and_reads_back_its_args() {
+    // Defaults: kube-scheduler v1.36's score plugins, ImageLocality last, and the
+    // NodeResourcesFit args.
+    let out = placer(&["config"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.starts_with("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("- name: NodeResourcesBalancedAllocation\n        weight: 1\n      - name: ImageLocality\n        weight: 1\n"), "{stdout}");
+    assert!(stdout.contains("kind: NodeResourcesFitArgs"), "{stdout}");
+    // A scenario's RequestedToCapacityRatio strategy shows up, and a serve file with the
+    // printed args reads back.
+    let out = placer(&[
+        "config",
+        "--scenario",
+        "tests/scenarios/plugins/003-requested-to-capacity-ratio-packs.yaml",
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("type: RequestedToCapacityRatio"), "{stdout}");
+    let dir = std::env::temp_dir().join(format!("placer-config-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("serve.yaml");
+    // The first profile's pluginConfig (up to the next profile).
+    let plugin_config = &stdout[stdout.find("  pluginConfig:").expect("pluginConfig")..];
+    let body: String = plugin_config
+        .lines()
+        .take_while(|l| !l.starts_with("- "))
+        .map(|l| format!("{}\n", &l[2..]))
+        .collect();
+    std::fs::write(&file, format!("schedulerName: placer\n{body}")).expect("write");
+    let out = placer(&["config", "--serve-config", path(&file)]);
+    let (again, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{again}{stderr}");
+    assert!(again.contains("type: RequestedToCapacityRatio"), "{again}");
+    // Invalid args: kube-scheduler's message, exit code 2.
+    std::fs::write(
+        &file,
+        "pluginConfig:\n- name: NodeResourcesFit\n  args: {scoringStrategy: {type: MostAllocated, resources: [{name: cpu, weight: 101}]}}\n",
+    )
+    .expect("write");
+    let out = placer(&["config", "--serve-config", path(&file)]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("pluginConfig[0].args.scoringStrategy.resources[0].weight: Invalid value: 101: resource weight of cpu not in valid range (0, 100]"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

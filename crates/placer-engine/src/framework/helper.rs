@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use placer_api::k8s::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration};
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use placer_api::names::{check_label_key, check_label_value};
 
 /// Labels of an object.
 pub type Labels = BTreeMap<String, String>;
@@ -13,9 +14,12 @@ pub type Labels = BTreeMap<String, String>;
 /// The empty label set.
 pub static NO_LABELS: Labels = BTreeMap::new();
 
-/// The label every namespace carries with its own name; namespace selectors are evaluated
-/// against it (the engine sees no Namespace objects).
+/// The label every namespace carries with its own name (the API server sets it and keeps
+/// it equal to the name).
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// The labels of the Namespace objects the engine has seen, by namespace name.
+pub type NamespaceIndex = BTreeMap<String, Labels>;
 
 /// Something that can look up label values.
 pub trait LabelLookup {
@@ -29,14 +33,27 @@ impl LabelLookup for Labels {
     }
 }
 
-/// The labels of a namespace as far as the engine knows them: only
-/// `kubernetes.io/metadata.name`.
+/// The labels of a namespace: its Namespace object's labels when the engine has seen it
+/// (none when it has not), and always `kubernetes.io/metadata.name` with its name.
 #[derive(Debug, Clone, Copy)]
-pub struct NamespaceLabels<'a>(pub &'a str);
+pub struct NamespaceLabels<'a> {
+    pub name: &'a str,
+    pub labels: Option<&'a Labels>,
+}
+
+impl<'a> NamespaceLabels<'a> {
+    /// The labels of namespace `name` as `index` knows them.
+    pub fn of(name: &'a str, index: &'a NamespaceIndex) -> Self {
+        NamespaceLabels { name, labels: index.get(name) }
+    }
+}
 
 impl LabelLookup for NamespaceLabels<'_> {
     fn label(&self, key: &str) -> Option<&str> {
-        (key == NAMESPACE_NAME_LABEL).then_some(self.0)
+        if key == NAMESPACE_NAME_LABEL {
+            return Some(self.name);
+        }
+        self.labels.and_then(|l| l.get(key)).map(String::as_str)
     }
 }
 
@@ -151,10 +168,36 @@ pub fn validate_node_selector_term(term: &NodeSelectorTerm) -> Result<(), Select
     Ok(())
 }
 
+/// Whether component-helpers' `nodeaffinity` can parse the term (it selects nothing when
+/// it cannot): every expression's key is a qualified name, its operator one of In, NotIn,
+/// Exists, DoesNotExist, Gt, Lt with the values it needs (In / NotIn: some; Exists /
+/// DoesNotExist: none; Gt / Lt: one integer), and every value a valid label value (as
+/// apimachinery's `labels.NewRequirement` checks); every field requirement is on
+/// `metadata.name` with In or NotIn and exactly one value.
+pub fn node_selector_term_is_valid(term: &NodeSelectorTerm) -> bool {
+    let expr_ok = |r: &NodeSelectorRequirement| {
+        let vals = values(&r.values);
+        let op_ok = match r.operator.as_str() {
+            "In" | "NotIn" => !vals.is_empty(),
+            "Exists" | "DoesNotExist" => vals.is_empty(),
+            "Gt" | "Lt" => vals.len() == 1 && vals[0].parse::<i64>().is_ok(),
+            _ => false,
+        };
+        op_ok && check_label_key(&r.key).is_ok() && vals.iter().all(|v| check_label_value(v).is_ok())
+    };
+    let field_ok = |r: &NodeSelectorRequirement| {
+        r.key == "metadata.name"
+            && values(&r.values).len() == 1
+            && matches!(r.operator.as_str(), "In" | "NotIn")
+    };
+    term.match_expressions.iter().flatten().all(expr_ok) && term.match_fields.iter().flatten().all(field_ok)
+}
+
 /// Whether a node (by name and labels) satisfies the term: every expression and every field
-/// requirement holds. An empty or invalid term selects no node.
+/// requirement holds. An empty or invalid term ([`node_selector_term_is_valid`]) selects no
+/// node, so a `NotIn` with an invalid label value excludes every node.
 pub fn node_selector_term_matches(term: &NodeSelectorTerm, node_name: &str, labels: &Labels) -> bool {
-    if node_selector_term_is_empty(term) {
+    if node_selector_term_is_empty(term) || !node_selector_term_is_valid(term) {
         return false;
     }
     term.match_expressions.iter().flatten().all(|r| node_requirement_matches(r, labels))
@@ -336,13 +379,68 @@ mod tests {
 
     #[test]
     fn namespace_labels_know_only_the_name() {
-        let ns = NamespaceLabels("team-a");
+        let index = NamespaceIndex::new();
+        let ns = NamespaceLabels::of("team-a", &index);
         let by_name = LabelSelector {
             match_labels: Some(labels(&[(NAMESPACE_NAME_LABEL, "team-a")])),
             match_expressions: None,
         };
         assert!(label_selector_matches(&by_name, &ns));
-        assert!(!label_selector_matches(&by_name, &NamespaceLabels("team-b")));
+        assert!(!label_selector_matches(&by_name, &NamespaceLabels::of("team-b", &index)));
+    }
+
+    #[test]
+    fn namespace_labels_come_from_the_object_with_the_implicit_name_label() {
+        let mut index = NamespaceIndex::new();
+        // A label claiming another name does not override the implicit one.
+        index.insert("team-a".into(), labels(&[("tier", "prod"), (NAMESPACE_NAME_LABEL, "other")]));
+        let prod = LabelSelector { match_labels: Some(labels(&[("tier", "prod")])), match_expressions: None };
+        let by_name = LabelSelector {
+            match_labels: Some(labels(&[(NAMESPACE_NAME_LABEL, "team-a")])),
+            match_expressions: None,
+        };
+        assert!(label_selector_matches(&prod, &NamespaceLabels::of("team-a", &index)));
+        assert!(label_selector_matches(&by_name, &NamespaceLabels::of("team-a", &index)));
+        assert!(!label_selector_matches(&prod, &NamespaceLabels::of("team-b", &index)), "unknown: unlabeled");
+    }
+
+    #[test]
+    fn a_term_with_an_invalid_label_value_or_key_selects_nothing() {
+        // Upstream nodeaffinity: labels.NewRequirement fails, the term matches no node.
+        let l = labels(&[("zone", "a"), ("gpus", "8")]);
+        let term = |exprs: Vec<NodeSelectorRequirement>| NodeSelectorTerm {
+            match_expressions: Some(exprs),
+            match_fields: None,
+        };
+        for (key, op, vals) in [
+            ("zone", "NotIn", &["b/c"][..]),
+            ("zone", "NotIn", &["-b"][..]),
+            ("zone", "In", &["a", "not valid"][..]),
+            ("zone", "NotIn", &[&*"x".repeat(64)][..]),
+            ("gpus", "Lt", &["-1"][..]),
+            ("bad key!", "DoesNotExist", &[][..]),
+            ("zone", "In", &[][..]),
+            ("zone", "Exists", &["a"][..]),
+            ("zone", "Bogus", &["a"][..]),
+        ] {
+            let t = term(vec![node_expr(key, op, vals)]);
+            assert!(!node_selector_term_is_valid(&t), "{key} {op} {vals:?}");
+            assert!(!node_selector_term_matches(&t, "n1", &l), "{key} {op} {vals:?}");
+        }
+        // Another term of the same selector still matches.
+        let terms =
+            [term(vec![node_expr("zone", "NotIn", &["b/c"])]), term(vec![node_expr("zone", "In", &["a"])])];
+        assert!(node_selector_terms_match(&terms, "n1", &l));
+        // Fields: only metadata.name.
+        let field = |key: &str, op: &str| NodeSelectorTerm {
+            match_expressions: None,
+            match_fields: Some(vec![node_expr(key, op, &["n2"])]),
+        };
+        assert!(node_selector_term_matches(&field("metadata.name", "NotIn"), "n1", &l));
+        assert!(!node_selector_term_matches(&field("metadata.namespace", "NotIn"), "n1", &l));
+        assert!(!node_selector_term_matches(&field("metadata.name", "Exists"), "n1", &l));
+        // The empty value is a valid label value.
+        assert!(node_selector_term_matches(&term(vec![node_expr("zone", "NotIn", &[""])]), "n1", &l));
     }
 
     #[test]

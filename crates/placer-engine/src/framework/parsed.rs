@@ -12,7 +12,8 @@ use smallvec::SmallVec;
 
 use super::helper::{
     first_untolerated_taint, label_selector_is_empty, label_selector_matches, labels_or_empty,
-    node_selector_terms_match, validate_label_selector, Labels, NamespaceLabels, SelectorError,
+    node_selector_terms_match, validate_label_selector, Labels, NamespaceIndex, NamespaceLabels,
+    SelectorError,
 };
 use crate::model::{NodeStatic, PodInfo};
 use crate::snapshot::NodeState;
@@ -168,23 +169,26 @@ impl<'a> AffinityTerm<'a> {
         &self.term.topology_key
     }
 
-    /// Whether the term applies to pods of namespace `ns`.
-    pub fn selects_namespace(&self, ns: &str) -> bool {
+    /// Whether the term applies to pods of namespace `ns` (namespace labels from
+    /// `namespaces`).
+    pub fn selects_namespace(&self, ns: &str, namespaces: &NamespaceIndex) -> bool {
         let names = self.term.namespaces.as_deref().unwrap_or(&[]);
         match &self.term.namespace_selector {
             None if names.is_empty() => ns == self.owner_namespace,
             sel => {
                 names.iter().any(|n| n == ns)
-                    || sel.as_ref().is_some_and(|s| label_selector_matches(s, &NamespaceLabels(ns)))
+                    || sel
+                        .as_ref()
+                        .is_some_and(|s| label_selector_matches(s, &NamespaceLabels::of(ns, namespaces)))
             }
         }
     }
 
     /// Whether the term selects a pod of namespace `ns` with labels `labels` (a term
     /// without a label selector selects nothing).
-    pub fn matches(&self, ns: &str, labels: &Labels) -> bool {
+    pub fn matches(&self, ns: &str, labels: &Labels, namespaces: &NamespaceIndex) -> bool {
         let Some(sel) = &self.term.label_selector else { return false };
-        self.selects_namespace(ns)
+        self.selects_namespace(ns, namespaces)
             && label_selector_matches(sel, labels)
             && self
                 .label_keys
@@ -193,8 +197,8 @@ impl<'a> AffinityTerm<'a> {
     }
 
     /// Whether the term selects `pod`.
-    pub fn matches_pod(&self, pod: &PodInfo) -> bool {
-        self.matches(&pod.key.namespace, pod.labels())
+    pub fn matches_pod(&self, pod: &PodInfo, namespaces: &NamespaceIndex) -> bool {
+        self.matches(&pod.key.namespace, pod.labels(), namespaces)
     }
 
     /// Checks the term's selectors as the API server would.

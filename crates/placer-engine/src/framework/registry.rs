@@ -60,10 +60,18 @@ struct Entry {
     by_default: bool,
 }
 
+/// Reads a plugin's `pluginConfig` arguments (at a field path) into the configuration;
+/// errors are field errors, each starting with its path.
+pub type ArgsReader = fn(&mut SchedulerConfig, &serde_json::Value, &str) -> Result<(), Vec<String>>;
+/// Shows a plugin's effective arguments as `pluginConfig` would write them.
+pub type ArgsShower = fn(&SchedulerConfig) -> serde_json::Value;
+
 /// Every plugin by name and extension point (see the module docs).
 #[derive(Clone, Default)]
 pub struct Registry {
     entries: Vec<Entry>,
+    /// Plugins that take `pluginConfig` arguments.
+    args: Vec<(&'static str, ArgsReader, ArgsShower)>,
 }
 
 impl fmt::Debug for Registry {
@@ -71,6 +79,56 @@ impl fmt::Debug for Registry {
         f.debug_list()
             .entries(self.entries.iter().map(|e| (e.factory.point().key(), e.name, e.by_default)))
             .finish()
+    }
+}
+
+/// The plugins one extension point runs (by its `plugins` key), in order, with the weight
+/// of score plugins.
+pub type PointPlugins = (&'static str, Vec<(&'static str, Option<i64>)>);
+
+/// One profile as [`Registry::effective_profiles`] shows it; serializes as a
+/// KubeSchedulerConfiguration profile (`schedulerName`, `plugins.<point>.enabled`,
+/// `pluginConfig`), keys in that order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EffectiveProfile {
+    pub scheduler_name: String,
+    /// Extension point key and the plugins it runs, in order, with the weight of score
+    /// plugins.
+    pub plugins: Vec<PointPlugins>,
+    /// Plugin name and its effective arguments.
+    pub plugin_config: Vec<(&'static str, serde_json::Value)>,
+}
+
+impl serde::Serialize for EffectiveProfile {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        struct Points<'a>(&'a [PointPlugins]);
+        impl serde::Serialize for Points<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(self.0.len()))?;
+                for (point, plugins) in self.0 {
+                    let enabled: Vec<serde_json::Value> = plugins
+                        .iter()
+                        .map(|(name, w)| match w {
+                            Some(w) => serde_json::json!({"name": name, "weight": w}),
+                            None => serde_json::json!({"name": name}),
+                        })
+                        .collect();
+                    m.serialize_entry(point, &serde_json::json!({"enabled": enabled}))?;
+                }
+                m.end()
+            }
+        }
+        let args: Vec<serde_json::Value> = self
+            .plugin_config
+            .iter()
+            .map(|(name, args)| serde_json::json!({"name": name, "args": args}))
+            .collect();
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("schedulerName", &self.scheduler_name)?;
+        m.serialize_entry("plugins", &Points(&self.plugins))?;
+        m.serialize_entry("pluginConfig", &args)?;
+        m.end()
     }
 }
 
@@ -147,6 +205,77 @@ impl Registry {
             e.by_default = false;
         }
         self
+    }
+
+    /// Declares that plugin `name` takes `pluginConfig` arguments: how to read them into
+    /// a configuration and how to show the effective ones.
+    pub fn args(&mut self, name: &'static str, read: ArgsReader, show: ArgsShower) -> &mut Self {
+        self.args.push((name, read, show));
+        self
+    }
+
+    /// The argument reader of plugin `name`, if it takes arguments.
+    pub fn args_reader(&self, name: &str) -> Option<ArgsReader> {
+        self.args.iter().find(|(n, ..)| *n == name).map(|(_, read, _)| *read)
+    }
+
+    /// Whether a plugin of that name is registered (at any point).
+    pub fn has(&self, name: &str) -> bool {
+        self.entries.iter().any(|e| e.name == name)
+    }
+
+    /// The effective profile of `config` as KubeSchedulerConfiguration profiles (one per
+    /// scheduler name, all alike): the plugins each extension point runs, in order (score
+    /// points with their weights), and the arguments of every plugin in it that takes
+    /// some (`pluginConfig`).
+    pub fn effective_profiles(&self, config: &SchedulerConfig) -> Vec<EffectiveProfile> {
+        let mut points: Vec<PointPlugins> = Vec::new();
+        let mut in_profile: Vec<&'static str> = Vec::new();
+        for &point in &ExtensionPoint::ALL[1..] {
+            let mut enabled = Vec::new();
+            for (e, weight) in self.selected(config, point) {
+                let runs = match e.factory {
+                    Factory::Filter(make) => make(config).map(|_| None),
+                    Factory::Reserve(make) => make(config).map(|_| None),
+                    Factory::Permit(make) => make(config).map(|_| None),
+                    Factory::PreBind(make) => make(config).map(|_| None),
+                    Factory::PlacementGenerate(make) => make(config).map(|_| None),
+                    Factory::PlacementFeasible(make) => make(config).map(|_| None),
+                    Factory::Score(make, default) => {
+                        let w = config.weight(e.name, weight.unwrap_or(default));
+                        make(config).filter(|_| w != 0).map(|_| Some(w))
+                    }
+                    Factory::PlacementScore(make, default) => {
+                        let w = config.weight(e.name, weight.unwrap_or(default));
+                        make(config).filter(|_| w != 0).map(|_| Some(w))
+                    }
+                };
+                if let Some(w) = runs {
+                    enabled.push((e.name, w));
+                    if !in_profile.contains(&e.name) {
+                        in_profile.push(e.name);
+                    }
+                }
+            }
+            if !enabled.is_empty() {
+                points.push((point.key(), enabled));
+            }
+        }
+        let plugin_config: Vec<(&'static str, serde_json::Value)> = self
+            .args
+            .iter()
+            .filter(|(name, ..)| in_profile.contains(name))
+            .map(|(name, _, show)| (*name, show(config)))
+            .collect();
+        config
+            .scheduler_names
+            .iter()
+            .map(|name| EffectiveProfile {
+                scheduler_name: name.clone(),
+                plugins: points.clone(),
+                plugin_config: plugin_config.clone(),
+            })
+            .collect()
     }
 
     /// Checks that every plugin a profile enables or disables exists at its point.

@@ -140,7 +140,7 @@ impl FilterPlugin for InterPodAffinity {
                     let owner_labels = existing.labels();
                     for t in PodTerms::of(existing).required_anti_affinity {
                         let term = AffinityTerm::new(t, &existing.key.namespace, owner_labels);
-                        if term.matches(ns, labels) {
+                        if term.matches(ns, labels, snap.namespaces()) {
                             bump(&mut s.existing_anti_affinity, node, term.topology_key(), 1);
                         }
                     }
@@ -151,14 +151,14 @@ impl FilterPlugin for InterPodAffinity {
             for node in snap.nodes() {
                 for existing in &node.pods {
                     if !parsed.required_affinity.is_empty()
-                        && parsed.required_affinity.iter().all(|t| t.matches_pod(existing))
+                        && parsed.required_affinity.iter().all(|t| t.matches_pod(existing, snap.namespaces()))
                     {
                         for t in &parsed.required_affinity {
                             bump(&mut s.affinity, node, t.topology_key(), 1);
                         }
                     }
                     for t in &parsed.required_anti_affinity {
-                        if t.matches_pod(existing) {
+                        if t.matches_pod(existing, snap.namespaces()) {
                             bump(&mut s.anti_affinity, node, t.topology_key(), 1);
                         }
                     }
@@ -172,7 +172,7 @@ impl FilterPlugin for InterPodAffinity {
         Ok(PreResult::Run)
     }
 
-    fn filter(&self, state: &CycleState<'_>, _snap: &Snapshot, node: &NodeState) -> FilterResult {
+    fn filter(&self, state: &CycleState<'_>, snap: &Snapshot, node: &NodeState) -> FilterResult {
         let Some(s) = state.data.read::<FilterState>(NAME) else { return Ok(()) };
         let parsed = &state.parsed;
         let node_labels = labels_or_empty(node.info.labels());
@@ -189,7 +189,10 @@ impl FilterPlugin for InterPodAffinity {
         }
         if !pods_exist {
             let self_affine = s.affinity.is_empty()
-                && parsed.required_affinity.iter().all(|t| t.matches(parsed.namespace, parsed.labels));
+                && parsed
+                    .required_affinity
+                    .iter()
+                    .all(|t| t.matches(parsed.namespace, parsed.labels, snap.namespaces()));
             if !self_affine {
                 return Err(Rejection::unresolvable(NAME, ERR_AFFINITY));
             }
@@ -257,12 +260,12 @@ impl ScorePlugin for InterPodAffinity {
                 }
                 // The incoming pod's preferred terms selecting the existing pod.
                 for (w, t) in &parsed.preferred_affinity {
-                    if t.matches_pod(existing) {
+                    if t.matches_pod(existing, snap.namespaces()) {
                         s.add(node, t.topology_key(), *w);
                     }
                 }
                 for (w, t) in &parsed.preferred_anti_affinity {
-                    if t.matches_pod(existing) {
+                    if t.matches_pod(existing, snap.namespaces()) {
                         s.add(node, t.topology_key(), -*w);
                     }
                 }
@@ -275,19 +278,19 @@ impl ScorePlugin for InterPodAffinity {
                 let owner_labels = existing.labels();
                 for t in terms.required_affinity {
                     let term = AffinityTerm::new(t, owner_ns, owner_labels);
-                    if term.matches(ns, labels) {
+                    if term.matches(ns, labels, snap.namespaces()) {
                         s.add(node, term.topology_key(), HARD_POD_AFFINITY_WEIGHT);
                     }
                 }
                 for w in terms.preferred_affinity {
                     let term = AffinityTerm::new(&w.pod_affinity_term, owner_ns, owner_labels);
-                    if term.matches(ns, labels) {
+                    if term.matches(ns, labels, snap.namespaces()) {
                         s.add(node, term.topology_key(), i64::from(w.weight));
                     }
                 }
                 for w in terms.preferred_anti_affinity {
                     let term = AffinityTerm::new(&w.pod_affinity_term, owner_ns, owner_labels);
-                    if term.matches(ns, labels) {
+                    if term.matches(ns, labels, snap.namespaces()) {
                         s.add(node, term.topology_key(), -i64::from(w.weight));
                     }
                 }

@@ -6,7 +6,7 @@
 //! `NodeResourcesFit`, `PodTopologySpread`, `InterPodAffinity`, `DynamicResources` (which
 //! also reserves and pre-binds a pod's ResourceClaims). Score plugins and their default weights:
 //! `TaintToleration` 3, `NodeAffinity` 2, `NodeResourcesFit` 1, `PodTopologySpread` 2,
-//! `InterPodAffinity` 2, `NodeResourcesBalancedAllocation` 1 (overridable through
+//! `InterPodAffinity` 2, `NodeResourcesBalancedAllocation` 1, `ImageLocality` 1 (overridable through
 //! [`SchedulerConfig::weight`]; weight 0 disables a score plugin).
 //!
 //! Plugins that look at existing pods (`InterPodAffinity`, `PodTopologySpread`, the
@@ -25,6 +25,7 @@ pub mod dynamic_resources;
 mod example_node_label;
 #[cfg(test)]
 mod example_small_placement;
+pub mod image_locality;
 pub mod inter_pod_affinity;
 pub mod node_affinity;
 pub mod node_name;
@@ -44,6 +45,7 @@ pub(crate) mod testing;
 
 use placer_api::gates::Gate;
 
+use crate::config::args;
 use crate::framework::Registry;
 
 /// Every plugin Placer has, by name and extension point; registration order is execution
@@ -67,11 +69,13 @@ pub fn registry() -> Registry {
     r.score(taint_toleration::NAME, 3, |_| Some(Box::new(taint_toleration::TaintToleration)));
     r.score(node_affinity::NAME, 2, |_| Some(Box::new(node_affinity::NodeAffinity)));
     r.score(node_resources::FIT_NAME, 1, |c| Some(Box::new(node_resources::NodeResourcesFit::new(c))));
+    r.args(node_resources::FIT_NAME, args::read_node_resources_fit, args::show_node_resources_fit);
     r.score(pod_topology_spread::NAME, 2, |_| Some(Box::new(pod_topology_spread::PodTopologySpread)));
     r.score(inter_pod_affinity::NAME, 2, |_| Some(Box::new(inter_pod_affinity::InterPodAffinity)));
     r.score(node_resources::BALANCED_NAME, 1, |_| {
         Some(Box::new(node_resources::BalancedAllocation::default()))
     });
+    r.score(image_locality::NAME, 1, |_| Some(Box::new(image_locality::ImageLocality)));
     // Binding cycle.
     r.reserve(dynamic_resources::NAME, |_| Some(Box::new(dynamic_resources::DynamicResources)));
     r.pre_bind(dynamic_resources::NAME, |_| Some(Box::new(dynamic_resources::DynamicResources)));
@@ -143,8 +147,39 @@ mod tests {
                 ("NodeResourcesFit", 1),
                 ("PodTopologySpread", 2),
                 ("InterPodAffinity", 2),
-                ("NodeResourcesBalancedAllocation", 1)
+                ("NodeResourcesBalancedAllocation", 1),
+                ("ImageLocality", 1)
             ]
+        );
+    }
+
+    #[test]
+    fn the_effective_profile_lists_what_runs_with_weights_and_args() {
+        let mut config = SchedulerConfig::default();
+        config.plugin_weights.insert("ImageLocality".into(), 0);
+        config.plugins.enable(
+            crate::config::ExtensionPoint::PlacementScore,
+            "PlacementFragmentation",
+            Some(4),
+        );
+        config.plugins.disable(crate::config::ExtensionPoint::Filter, "NodePorts");
+        let profiles = crate::plugins::registry().effective_profiles(&config);
+        assert_eq!(profiles.len(), config.scheduler_names.len());
+        let p = &profiles[0];
+        let point =
+            |key: &str| p.plugins.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone()).unwrap_or_default();
+        assert!(!point("filter").iter().any(|(n, _)| *n == "NodePorts"));
+        assert!(point("score").contains(&("NodeResourcesBalancedAllocation", Some(1))));
+        assert!(!point("score").iter().any(|(n, _)| *n == "ImageLocality"), "weight 0: off");
+        assert_eq!(point("placementScore").last(), Some(&("PlacementFragmentation", Some(4))));
+        assert_eq!(p.plugin_config.len(), 1);
+        assert_eq!(p.plugin_config[0].0, "NodeResourcesFit");
+        assert_eq!(p.plugin_config[0].1["scoringStrategy"]["type"], "LeastAllocated");
+        // Keys in KubeSchedulerConfiguration's order.
+        let text = serde_json::to_string(p).expect("json");
+        assert!(
+            text.starts_with("{\"schedulerName\":\"default-scheduler\",\"plugins\":{\"filter\":"),
+            "{text}"
         );
     }
 

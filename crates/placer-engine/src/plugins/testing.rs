@@ -66,6 +66,16 @@ impl NodeBuilder {
         });
         self
     }
+    /// `status.images` gains an image with these names and size.
+    pub fn image(mut self, names: &[&str], size_bytes: i64) -> Self {
+        if let Some(s) = self.node.status.as_mut() {
+            s.images.get_or_insert_with(Vec::new).push(placer_api::k8s::api::core::v1::ContainerImage {
+                names: Some(names.iter().map(|n| n.to_string()).collect()),
+                size_bytes: Some(size_bytes),
+            });
+        }
+        self
+    }
     pub fn unschedulable(mut self) -> Self {
         self.node.spec.get_or_insert_with(NodeSpec::default).unschedulable = Some(true);
         self
@@ -116,6 +126,7 @@ pub struct PodBuilder {
     pod: Pod,
     requests: BTreeMap<String, Quantity>,
     ports: Vec<ContainerPort>,
+    images: Vec<String>,
 }
 
 /// Starts a pod in namespace `default` with one container and no requests.
@@ -132,6 +143,7 @@ pub fn pod(name: &str) -> PodBuilder {
         },
         requests: BTreeMap::new(),
         ports: Vec::new(),
+        images: Vec::new(),
     }
 }
 
@@ -243,18 +255,34 @@ impl PodBuilder {
         self.ports.push(p);
         self
     }
+    /// The pod's containers run these images (the first holds the requests and ports).
+    pub fn images(mut self, images: &[&str]) -> Self {
+        self.images = images.iter().map(|i| i.to_string()).collect();
+        self
+    }
     pub fn build(mut self) -> PodInfo {
         let requests = std::mem::take(&mut self.requests);
         let ports = std::mem::take(&mut self.ports);
-        self.spec().containers = vec![Container {
+        let images = std::mem::take(&mut self.images);
+        let first = Container {
             name: "c".into(),
             ports: (!ports.is_empty()).then_some(ports),
             resources: Some(ResourceRequirements {
                 requests: (!requests.is_empty()).then_some(requests),
                 ..Default::default()
             }),
+            image: images.first().cloned(),
             ..Default::default()
-        }];
+        };
+        let mut containers = vec![first];
+        for (i, image) in images.iter().enumerate().skip(1) {
+            containers.push(Container {
+                name: format!("c{i}"),
+                image: Some(image.clone()),
+                ..Default::default()
+            });
+        }
+        self.spec().containers = containers;
         PodInfo::from_pod(Arc::new(self.pod)).expect("test pod")
     }
 }

@@ -386,9 +386,10 @@ fn equal_priority_units_are_not_candidates() {
 }
 
 #[test]
-fn lower_priority_tiers_are_emptied_first() {
+fn reprieve_reruns_the_group_and_keeps_the_more_important_unit() {
     // Scenario 048: high-1 already runs on node1 next to low-1 (priority 10); very-low-1
-    // (priority 5) fills node2. Only the priority-5 tier is touched.
+    // (priority 5) fills node2. low-1 is reprieved first (the group still fits on node2),
+    // very-low-1 cannot be.
     let mut w = World::new(vec![node("node1", "2", json!({})), node("node2", "2", json!({}))]);
     w.add_group(group("pg1", None, 100, false, None));
     w.add(bound("low-1", "1", 10, "node1")).add(bound("very-low-1", "2", 5, "node2"));
@@ -430,6 +431,46 @@ fn budget_protected_units_are_reprieved_first() {
     let pods = vec![member("high-1", "500m", 100, "pg1", None), member("high-2", "500m", 100, "pg1", None)];
     let (victims, _) = w.preempt_group(group("pg1", Some(2), 100, false, None), pods).expect("preempts");
     assert_eq!(victims, strings(&["low-3"]));
+}
+
+#[test]
+fn a_standalone_pod_goes_before_a_podgroup_member_of_equal_priority() {
+    // SEMANTICS §12 (v1.36): the member of another PodGroup (a unit of its own, priority
+    // 10) is more important than the standalone pod of priority 10, so it is reprieved
+    // first: the whole group algorithm runs again and finds node1 (free while solo is
+    // out). Re-checking only the node the first simulation chose (node2, the larger
+    // one) would have evicted the member instead.
+    let mut w = World::new(vec![node("node1", "1", json!({})), node("node2", "4", json!({}))]);
+    w.add_group(group("other", None, 10, false, None));
+    w.add(bound("solo", "1", 10, "node1")).add(member("gm", "4", 10, "other", Some("node2")));
+    let (victims, nominations) = w
+        .preempt_group(group("pg1", Some(1), 100, false, None), vec![member("high-1", "1", 100, "pg1", None)])
+        .expect("preempts");
+    assert_eq!(victims, strings(&["solo"]));
+    assert_eq!(nominations, vec![("high-1".into(), "node1".into())]);
+}
+
+#[test]
+fn a_budget_protected_victim_is_kept_when_another_node_is_free_after_the_rest() {
+    // SEMANTICS §12: the protected unit is tried first; with it back the group still fits
+    // on the other node, so only the unprotected pod goes, although the first simulation
+    // (both removed) preferred the protected pod's larger node.
+    let protected: Arc<PodInfo> = {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "guarded", "namespace": "default", "uid": "uid-guarded", "labels": {"app": "foo"}},
+            "spec": {"priority": 10, "nodeName": "node2",
+                     "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "4"}}}]}
+        }))
+        .expect("pod");
+        Arc::new(PodInfo::from_pod(Arc::new(p)).expect("pod"))
+    };
+    let mut w = World::new(vec![node("node1", "1", json!({})), node("node2", "4", json!({}))]);
+    w.add(protected).add(bound("plain", "1", 10, "node1"));
+    w.add_pdb("foo-pdb", json!({"minAvailable": 1, "selector": {"matchLabels": {"app": "foo"}}}));
+    let (victims, _) = w
+        .preempt_group(group("pg1", Some(1), 100, false, None), vec![member("high-1", "1", 100, "pg1", None)])
+        .expect("preempts");
+    assert_eq!(victims, strings(&["plain"]));
 }
 
 #[test]

@@ -7,9 +7,10 @@
 //! units.
 //!
 //! Units are ordered by importance (most important first), as upstream's
-//! `moreImportantVictim`: higher priority; at equal priority a PodGroup unit before a
-//! single pod; two single pods: earlier start time first; two PodGroups: more pods first,
-//! then the earlier earliest start. Remaining ties go to the smaller key, so the order is
+//! `moreImportantVictim`: higher priority; at equal priority a unit of PodGroup members
+//! (a whole `disruptionMode: PodGroup` group, or one member of another PodGroup) before a
+//! standalone pod; two standalone pods: earlier start time first; two PodGroup units: more
+//! pods first, then the earlier earliest start. Remaining ties go to the smaller key, so the order is
 //! total and deterministic.
 
 use std::cmp::Ordering;
@@ -87,9 +88,11 @@ impl VictimUnit {
         }
     }
 
-    /// Whether this unit is a whole PodGroup.
-    pub fn is_group(&self) -> bool {
-        self.group.is_some()
+    /// Whether this unit counts as a PodGroup for importance: its pods belong to one
+    /// (`spec.schedulingGroup`), whether evicted whole or one by one (upstream's
+    /// `victim.IsPodGroup`).
+    pub fn is_pod_group(&self) -> bool {
+        self.pods.first().is_some_and(|p| p.group.is_some())
     }
 
     /// The pods of the unit.
@@ -103,8 +106,8 @@ impl VictimUnit {
 pub fn by_importance(a: &VictimUnit, b: &VictimUnit) -> Ordering {
     b.priority
         .cmp(&a.priority)
-        .then_with(|| b.is_group().cmp(&a.is_group()))
-        .then_with(|| match (a.is_group(), b.is_group()) {
+        .then_with(|| b.is_pod_group().cmp(&a.is_pod_group()))
+        .then_with(|| match (a.is_pod_group(), b.is_pod_group()) {
             (true, true) => {
                 b.pods.len().cmp(&a.pods.len()).then_with(|| a.earliest_start.cmp(&b.earliest_start))
             }
@@ -182,12 +185,4 @@ pub fn restore_unit(snap: &mut Snapshot, unit: &VictimUnit) {
     for (pod, node) in unit.pods.iter().zip(&unit.nodes) {
         snap.assume(pod.clone(), *node);
     }
-}
-
-/// The distinct priorities of `units`, lowest first.
-pub fn priority_tiers(units: &[VictimUnit]) -> Vec<i32> {
-    let mut tiers: Vec<i32> = units.iter().map(|u| u.priority).collect();
-    tiers.sort_unstable();
-    tiers.dedup();
-    tiers
 }

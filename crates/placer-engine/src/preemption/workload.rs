@@ -8,20 +8,17 @@
 //!    member's nominated node still holds a lower-priority pod on its way out.
 //! 2. **Candidates**: victim units with a pod in the node set and a priority strictly below
 //!    the group's. None: `No preemption victims found for incoming preemptor`.
-//! 3. **Simulation**: candidates are removed and the group algorithm runs once more (no
-//!    preemption inside). Upstream removes every candidate at once; Placer removes them in
-//!    priority tiers, lowest first, and stops at the first tier with which the group fits.
-//!    The result is the same whenever the lowest tiers do not suffice; when they do, units
-//!    of higher priority are never touched. This also makes the outcome independent of
-//!    score ties: upstream lets a random tie decide which node a preemptor pod takes, and
-//!    with it which victims can be reprieved (its test for case 048 was flaky for this
-//!    reason and later pinned the scores).
-//! 4. **Reprieve**: the removed units, PDB-violating ones first, each part most important
-//!    first ([`super::victims::by_importance`]), are put back one at a time; a unit stays if
-//!    every placed member still passes the filters on its chosen node (members checked in
-//!    cycle order, each assumed before the next). The others are the victims: all pods of
-//!    every victim unit are evicted.
-//! 5. The group is nominated to the simulated nodes and waits for the victims to go.
+//! 3. **Simulation**: every candidate is removed at once and the group algorithm runs
+//!    (no preemption inside). Not feasible: that reason, nothing is evicted.
+//! 4. **Reprieve** (v1.36's `podgrouppreemption.go`): the candidates, PDB-violating ones
+//!    first, each part most important first ([`super::victims::by_importance`]), are put
+//!    back one at a time and the whole group algorithm runs again (all members, every
+//!    node of the set); if the group still places as many members as with every candidate
+//!    gone the unit stays, else it is removed again and becomes a victim. So a unit is kept whenever the group fits elsewhere
+//!    without it, whatever node the first simulation chose (later master re-checks only
+//!    that node; not v1.36). All pods of every victim unit are evicted.
+//! 5. The group is nominated to the nodes of the last feasible run (the final victim set)
+//!    and waits for the victims to go.
 //!
 //! Across placements (topology-aware variant) the placement with the cheapest victim set
 //! wins: fewest PDB violations, then the lowest priority of the most important victim,
@@ -38,7 +35,7 @@ use crate::podgroup::{run_group_in_nodes, GroupCycle, GroupPreemption, GroupPree
 use crate::snapshot::Snapshot;
 
 use super::pdb::{split_by_violation, Budget};
-use super::victims::{priority_tiers, remove_unit, restore_unit, workload_units, VictimUnit};
+use super::victims::{remove_unit, restore_unit, workload_units, VictimUnit};
 use super::{
     preemptor_priority, PreemptionEnv, MSG_NOT_ELIGIBLE_NEVER, MSG_NOT_ELIGIBLE_TERMINATING,
     MSG_NO_VICTIMS_PREEMPTOR,
@@ -162,30 +159,23 @@ impl<'a> WorkloadPreemptor<'a> {
             return Err(MSG_NO_VICTIMS_PREEMPTOR.to_string());
         }
         let mark = snap.checkpoint();
-        let mut removed: Vec<VictimUnit> = Vec::new();
-        let mut fitted = None;
-        let mut last_reason = String::new();
-        for tier in priority_tiers(&units) {
-            for u in units.iter().filter(|u| u.priority == tier) {
-                remove_unit(snap, u);
-                removed.push(u.clone());
-            }
-            let before = snap.checkpoint();
-            let attempt = run_group_in_nodes(self.env.algo, snap, cycle, nodes, self.feasible, None);
-            snap.rollback(before);
-            if attempt.is_feasible() {
-                fitted = Some(attempt);
-                break;
-            }
-            last_reason = attempt.main_reason();
+        for u in &units {
+            remove_unit(snap, u);
         }
-        let Some(attempt) = fitted else {
-            snap.rollback(mark);
-            return Err(format!(
-                "preemption: the pod group does not fit even without its {} lower-priority victim(s): {last_reason}",
-                units.len()
-            ));
+        let mut placed = match self.fits(snap, cycle, nodes) {
+            Ok(placed) => placed,
+            Err(reason) => {
+                snap.rollback(mark);
+                return Err(format!(
+                    "preemption: the pod group does not fit even without its {} lower-priority victim(s): {reason}",
+                    units.len()
+                ));
+            }
         };
+        // A reprieve must keep every member the simulation without any candidate placed
+        // (a basic group is feasible with fewer; it would then reprieve everything).
+        let needed = placed.len();
+        let mut removed = units;
         removed.sort_by(super::victims::by_importance);
         let mut budgets = self.budgets();
         let (violating, other) = split_by_violation(removed, VictimUnit::pods, &mut budgets);
@@ -194,42 +184,39 @@ impl<'a> WorkloadPreemptor<'a> {
         for (unit, violates) in
             violating.into_iter().map(|u| (u, true)).chain(other.into_iter().map(|u| (u, false)))
         {
-            if !self.reprieve(snap, cycle, &attempt.placed, &unit) {
-                pdb_violations += usize::from(violates);
-                victims.push(unit);
+            let before = snap.checkpoint();
+            restore_unit(snap, &unit);
+            match self.fits(snap, cycle, nodes) {
+                Ok(now) if now.len() >= needed => placed = now,
+                _ => {
+                    snap.rollback(before);
+                    pdb_violations += usize::from(violates);
+                    victims.push(unit);
+                }
             }
         }
         snap.rollback(mark);
         victims.sort_by(super::victims::by_importance);
-        Ok(WorkloadCandidate { victims, pdb_violations, nominations: attempt.placed })
+        Ok(WorkloadCandidate { victims, pdb_violations, nominations: placed })
     }
 
-    /// Puts `unit` back; keeps it if every placed member still passes the filters on its
-    /// node (members assumed in cycle order), else removes it again. Returns whether it
-    /// was reprieved.
-    fn reprieve(
+    /// Runs the whole group algorithm inside `nodes` on the snapshot as it is (no
+    /// preemption inside) and undoes it: where the members were placed when the group is
+    /// feasible, else the reason it is not.
+    fn fits(
         &self,
         snap: &mut Snapshot,
         cycle: &GroupCycle,
-        placed: &[(usize, NodeId)],
-        unit: &VictimUnit,
-    ) -> bool {
-        let mark = snap.checkpoint();
-        restore_unit(snap, unit);
-        let members = snap.checkpoint();
-        let fits = placed.iter().all(|&(i, node)| {
-            let Some(pod) = cycle.pods.get(i) else { return false };
-            let ok = self.env.algo.filter_node(snap, pod, node).is_success();
-            if ok {
-                snap.assume(pod.clone(), node);
-            }
-            ok
-        });
-        snap.rollback(members);
-        if !fits {
-            snap.rollback(mark);
+        nodes: &[NodeId],
+    ) -> Result<Vec<(usize, NodeId)>, String> {
+        let before = snap.checkpoint();
+        let attempt = run_group_in_nodes(self.env.algo, snap, cycle, nodes, self.feasible, None);
+        snap.rollback(before);
+        if attempt.is_feasible() {
+            Ok(attempt.placed)
+        } else {
+            Err(attempt.main_reason())
         }
-        fits
     }
 
     /// The cheapest victim set over `placements` (ties: the earlier placement), or why

@@ -61,6 +61,7 @@ fn collection_of(kind: &str) -> (&'static str, &'static str) {
         "Job" => ("/apis/batch/v1", "jobs"),
         "Event" => ("/apis/events.k8s.io/v1", "events"),
         "Lease" => ("/apis/coordination.k8s.io/v1", "leases"),
+        "Namespace" => ("/api/v1", "namespaces"),
         other => panic!("fake API: no collection for kind {other}"),
     }
 }

@@ -1,0 +1,428 @@
+//! Plugin arguments as KubeSchedulerConfiguration's `pluginConfig` writes them
+//! (`kubescheduler.config.k8s.io/v1`), with kube-scheduler's defaulting and validation
+//! messages (`pkg/scheduler/apis/config/validation/validation_pluginargs.go`).
+//!
+//! Both homes read `pluginConfig` through [`apply_plugin_config`] (a scenario's
+//! `scheduler.profile.pluginConfig`, `placer serve`'s `pluginConfig`), so a profile means
+//! the same everywhere. Which plugins take arguments is the registry's business
+//! (`crate::plugins::registry`, `Registry::args`): a plugin registers how to read and how
+//! to show its arguments next to its factories.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::{SchedulerConfig, ScoringStrategy};
+
+/// `NodeResourcesFitArgs`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeResourcesFitArgs {
+    /// `kubescheduler.config.k8s.io/v1` when written (kube-scheduler prints it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// `NodeResourcesFitArgs` when written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored_resources: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored_resource_groups: Vec<String>,
+    #[serde(default)]
+    pub scoring_strategy: Option<ScoringStrategyArgs>,
+}
+
+/// `ScoringStrategy`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ScoringStrategyArgs {
+    #[serde(rename = "type", default)]
+    pub type_: String,
+    #[serde(default)]
+    pub resources: Vec<ResourceSpecArgs>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_to_capacity_ratio: Option<RequestedToCapacityRatioArgs>,
+}
+
+/// `ResourceSpec`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ResourceSpecArgs {
+    pub name: String,
+    #[serde(default)]
+    pub weight: i64,
+}
+
+/// `RequestedToCapacityRatioParam`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RequestedToCapacityRatioArgs {
+    #[serde(default)]
+    pub shape: Vec<UtilizationShapePointArgs>,
+}
+
+/// `UtilizationShapePoint`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct UtilizationShapePointArgs {
+    pub utilization: i64,
+    pub score: i64,
+}
+
+/// The `apiVersion` of plugin arguments.
+pub const ARGS_API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
+const SUPPORTED_TYPES: [&str; 3] = ["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"];
+/// kube's `MaxCustomPriorityScore`.
+const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
+
+/// A JSON rendering of a value in an error, as the API machinery's `field.Invalid` prints it.
+fn echo(v: impl Serialize) -> String {
+    serde_json::to_string(&v).unwrap_or_default()
+}
+
+impl NodeResourcesFitArgs {
+    /// kube-scheduler's `SetDefaults_NodeResourcesFitArgs`: LeastAllocated over cpu and
+    /// memory when no strategy is given, cpu and memory when no resources are, weight 1
+    /// for a resource without one.
+    pub fn defaulted(mut self) -> Self {
+        let strategy = self.scoring_strategy.get_or_insert_with(|| ScoringStrategyArgs {
+            type_: "LeastAllocated".to_string(),
+            ..ScoringStrategyArgs::default()
+        });
+        if strategy.resources.is_empty() {
+            strategy.resources = vec![
+                ResourceSpecArgs { name: "cpu".into(), weight: 1 },
+                ResourceSpecArgs { name: "memory".into(), weight: 1 },
+            ];
+        }
+        for r in &mut strategy.resources {
+            if r.weight == 0 {
+                r.weight = 1;
+            }
+        }
+        self
+    }
+
+    /// kube-scheduler's `ValidateNodeResourcesFitArgs` on defaulted arguments, with
+    /// `path` the field path of the arguments (`profiles[0].pluginConfig[1].args`).
+    pub fn validate(&self, path: &str) -> Vec<String> {
+        let mut errs = Vec::new();
+        if let Some(v) = self.api_version.as_deref().filter(|v| *v != ARGS_API_VERSION) {
+            errs.push(format!(
+                "{path}.apiVersion: Unsupported value: {}: supported values: {ARGS_API_VERSION:?}",
+                echo(v)
+            ));
+        }
+        if let Some(k) = self.kind.as_deref().filter(|k| *k != "NodeResourcesFitArgs") {
+            errs.push(format!(
+                "{path}.kind: Unsupported value: {}: supported values: \"NodeResourcesFitArgs\"",
+                echo(k)
+            ));
+        }
+        // Placer does not ignore resources in its filter yet: say so rather than ignore it.
+        if !self.ignored_resources.is_empty() {
+            errs.push(format!(
+                "{path}.ignoredResources: Forbidden: not supported by Placer (every requested resource is checked)"
+            ));
+        }
+        if !self.ignored_resource_groups.is_empty() {
+            errs.push(format!(
+                "{path}.ignoredResourceGroups: Forbidden: not supported by Placer (every requested resource is checked)"
+            ));
+        }
+        let sp = format!("{path}.scoringStrategy");
+        let Some(s) = &self.scoring_strategy else {
+            errs.push(format!("{sp}: Required value: ScoringStrategy field is required"));
+            return errs;
+        };
+        if !SUPPORTED_TYPES.contains(&s.type_.as_str()) {
+            let supported: Vec<String> = SUPPORTED_TYPES.iter().map(|t| format!("{t:?}")).collect();
+            errs.push(format!(
+                "{sp}.type: Unsupported value: {}: supported values: {}",
+                echo(&s.type_),
+                supported.join(", ")
+            ));
+        }
+        for (i, r) in s.resources.iter().enumerate() {
+            if r.weight <= 0 || r.weight > 100 {
+                errs.push(format!(
+                    "{sp}.resources[{i}].weight: Invalid value: {}: resource weight of {} not in valid range (0, 100]",
+                    r.weight, r.name
+                ));
+            }
+        }
+        if s.type_ == "RequestedToCapacityRatio" {
+            match &s.requested_to_capacity_ratio {
+                None => errs.push(format!(
+                    "{sp}.requestedToCapacityRatio: Required value: must be specified when type is RequestedToCapacityRatio"
+                )),
+                Some(r) => validate_shape(&mut errs, &format!("{sp}.requestedToCapacityRatio.shape"), &r.shape),
+            }
+        } else if s.requested_to_capacity_ratio.is_some() {
+            errs.push(format!(
+                "{sp}.requestedToCapacityRatio: Forbidden: must be nil when type is not RequestedToCapacityRatio"
+            ));
+        }
+        errs
+    }
+
+    /// The engine's strategy (call on defaulted, valid arguments).
+    pub fn strategy(&self) -> ScoringStrategy {
+        let Some(s) = &self.scoring_strategy else { return ScoringStrategy::least_allocated() };
+        let resources: Vec<(String, i64)> = s.resources.iter().map(|r| (r.name.clone(), r.weight)).collect();
+        match s.type_.as_str() {
+            "MostAllocated" => ScoringStrategy::MostAllocated { resources },
+            "RequestedToCapacityRatio" => ScoringStrategy::RequestedToCapacityRatio {
+                resources,
+                shape: s
+                    .requested_to_capacity_ratio
+                    .iter()
+                    .flat_map(|r| &r.shape)
+                    .map(|p| (p.utilization, p.score))
+                    .collect(),
+            },
+            _ => ScoringStrategy::LeastAllocated { resources },
+        }
+    }
+
+    /// The arguments that give `strategy`.
+    pub fn of(strategy: &ScoringStrategy) -> NodeResourcesFitArgs {
+        let (type_, resources, shape) = match strategy {
+            ScoringStrategy::LeastAllocated { resources } => ("LeastAllocated", resources, None),
+            ScoringStrategy::MostAllocated { resources } => ("MostAllocated", resources, None),
+            ScoringStrategy::RequestedToCapacityRatio { resources, shape } => {
+                ("RequestedToCapacityRatio", resources, Some(shape))
+            }
+        };
+        NodeResourcesFitArgs {
+            api_version: Some(ARGS_API_VERSION.to_string()),
+            kind: Some("NodeResourcesFitArgs".to_string()),
+            scoring_strategy: Some(ScoringStrategyArgs {
+                type_: type_.to_string(),
+                resources: resources
+                    .iter()
+                    .map(|(name, weight)| ResourceSpecArgs { name: name.clone(), weight: *weight })
+                    .collect(),
+                requested_to_capacity_ratio: shape.map(|s| RequestedToCapacityRatioArgs {
+                    shape: s
+                        .iter()
+                        .map(|&(utilization, score)| UtilizationShapePointArgs { utilization, score })
+                        .collect(),
+                }),
+            }),
+            ..NodeResourcesFitArgs::default()
+        }
+    }
+}
+
+/// kube-scheduler's `validateFunctionShape`.
+fn validate_shape(errs: &mut Vec<String>, path: &str, shape: &[UtilizationShapePointArgs]) {
+    if shape.is_empty() {
+        errs.push(format!("{path}: Required value: at least one point must be specified"));
+        return;
+    }
+    if let Some(i) = (1..shape.len()).find(|&i| shape[i - 1].utilization >= shape[i].utilization) {
+        errs.push(format!(
+            "{path}[{i}].utilization: Invalid value: {}: utilization values must be sorted in increasing order",
+            shape[i].utilization
+        ));
+    }
+    for (i, p) in shape.iter().enumerate() {
+        if !(0..=100).contains(&p.utilization) {
+            errs.push(format!(
+                "{path}[{i}].utilization: Invalid value: {}: not in valid range [0, 100]",
+                p.utilization
+            ));
+        }
+        if !(0..=MAX_CUSTOM_PRIORITY_SCORE).contains(&p.score) {
+            errs.push(format!(
+                "{path}[{i}].score: Invalid value: {}: not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]",
+                p.score
+            ));
+        }
+    }
+}
+
+/// Reads `NodeResourcesFit`'s `args` (at `path`) into `config`: the pod-level scoring
+/// strategy. Errors are the field errors, each starting with its path.
+pub fn read_node_resources_fit(
+    config: &mut SchedulerConfig,
+    args: &Value,
+    path: &str,
+) -> Result<(), Vec<String>> {
+    let parsed = serde_json::from_value::<NodeResourcesFitArgs>(args.clone())
+        .map_err(|e| vec![format!("{path}: Invalid value: {}: {e}", echo(args))])?
+        .defaulted();
+    let errs = parsed.validate(path);
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    config.node_resources_fit_strategy = parsed.strategy();
+    Ok(())
+}
+
+/// `NodeResourcesFit`'s effective arguments, as `pluginConfig` would write them.
+pub fn show_node_resources_fit(config: &SchedulerConfig) -> Value {
+    serde_json::to_value(NodeResourcesFitArgs::of(&config.node_resources_fit_strategy))
+        .unwrap_or_else(|_| json!({}))
+}
+
+/// One `pluginConfig` entry: a plugin name and its arguments.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PluginConfigEntry {
+    pub name: String,
+    #[serde(default)]
+    pub args: Value,
+}
+
+/// Applies a profile's `pluginConfig` (at `path`, e.g. `profiles[0].pluginConfig`) to
+/// `config` through the registry's argument readers. Every problem is reported, each with
+/// its field path: a plugin named twice (`Duplicate value`), a plugin that does not exist
+/// or takes no arguments, and the plugin's own validation.
+pub fn apply_plugin_config(
+    config: &mut SchedulerConfig,
+    entries: &[PluginConfigEntry],
+    path: &str,
+) -> Result<(), Vec<String>> {
+    let registry = crate::plugins::registry();
+    let mut errs = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let at = format!("{path}[{i}]");
+        if entries[..i].iter().any(|o| o.name == e.name) {
+            errs.push(format!("{at}: Duplicate value: {}", echo(&e.name)));
+            continue;
+        }
+        match registry.args_reader(&e.name) {
+            Some(read) => {
+                if let Err(mut more) = read(config, &e.args, &format!("{at}.args")) {
+                    errs.append(&mut more);
+                }
+            }
+            None if registry.has(&e.name) => errs.push(format!(
+                "{at}.name: Invalid value: {}: plugin takes no arguments in Placer",
+                echo(&e.name)
+            )),
+            None => errs.push(format!("{at}.name: Invalid value: {}: unknown plugin", echo(&e.name))),
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(entries: Value) -> Result<SchedulerConfig, Vec<String>> {
+        let entries: Vec<PluginConfigEntry> = serde_json::from_value(entries).expect("entries");
+        let mut c = SchedulerConfig::default();
+        apply_plugin_config(&mut c, &entries, "profiles[0].pluginConfig").map(|()| c)
+    }
+
+    #[test]
+    fn requested_to_capacity_ratio_with_shape_and_weights() {
+        let c = apply(json!([{"name": "NodeResourcesFit", "args": {"scoringStrategy": {
+            "type": "RequestedToCapacityRatio",
+            "resources": [{"name": "cpu", "weight": 3}, {"name": "nvidia.com/gpu"}],
+            "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}
+        }}}]))
+        .expect("valid");
+        assert_eq!(
+            c.node_resources_fit_strategy,
+            ScoringStrategy::RequestedToCapacityRatio {
+                resources: vec![("cpu".into(), 3), ("nvidia.com/gpu".into(), 1)],
+                shape: vec![(0, 0), (100, 10)],
+            }
+        );
+    }
+
+    #[test]
+    fn defaults_fill_the_strategy_and_resources() {
+        let c = apply(json!([{"name": "NodeResourcesFit", "args": {}}])).expect("valid");
+        assert_eq!(c.node_resources_fit_strategy, ScoringStrategy::least_allocated());
+        let c =
+            apply(json!([{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated",
+            "resources": [{"name": "memory", "weight": 5}]}}}]))
+            .expect("valid");
+        assert_eq!(
+            c.node_resources_fit_strategy,
+            ScoringStrategy::MostAllocated { resources: vec![("memory".into(), 5)] }
+        );
+    }
+
+    #[test]
+    fn upstream_validation_messages() {
+        let errs = apply(json!([{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "Random",
+            "resources": [{"name": "cpu", "weight": 101}]}}}]))
+        .unwrap_err();
+        assert_eq!(
+            errs,
+            [
+                "profiles[0].pluginConfig[0].args.scoringStrategy.type: Unsupported value: \"Random\": supported values: \"LeastAllocated\", \"MostAllocated\", \"RequestedToCapacityRatio\"",
+                "profiles[0].pluginConfig[0].args.scoringStrategy.resources[0].weight: Invalid value: 101: resource weight of cpu not in valid range (0, 100]",
+            ]
+        );
+        let errs = apply(json!([{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "RequestedToCapacityRatio"}}}]))
+            .unwrap_err();
+        assert_eq!(errs, ["profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio: Required value: must be specified when type is RequestedToCapacityRatio"]);
+        let errs = apply(json!([{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "RequestedToCapacityRatio",
+            "requestedToCapacityRatio": {"shape": [{"utilization": 50, "score": 11}, {"utilization": 50, "score": 2}, {"utilization": 101, "score": -1}]}}}}]))
+        .unwrap_err();
+        let p = "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio.shape";
+        assert_eq!(
+            errs,
+            [
+                format!("{p}[1].utilization: Invalid value: 50: utilization values must be sorted in increasing order"),
+                format!("{p}[0].score: Invalid value: 11: not in valid range [0, 10]"),
+                format!("{p}[2].utilization: Invalid value: 101: not in valid range [0, 100]"),
+                format!("{p}[2].score: Invalid value: -1: not in valid range [0, 10]"),
+            ]
+        );
+        let errs =
+            apply(json!([{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "LeastAllocated",
+            "requestedToCapacityRatio": {"shape": []}}}}]))
+            .unwrap_err();
+        assert_eq!(errs, ["profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio: Forbidden: must be nil when type is not RequestedToCapacityRatio"]);
+        let errs = apply(json!([{"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "RequestedToCapacityRatio",
+            "requestedToCapacityRatio": {"shape": []}}}}]))
+        .unwrap_err();
+        assert_eq!(errs, [format!("{p}: Required value: at least one point must be specified")]);
+    }
+
+    #[test]
+    fn unknown_and_duplicate_plugins() {
+        let errs = apply(json!([
+            {"name": "NodeResourcesFit", "args": {}},
+            {"name": "NodeResourcesFit", "args": {}},
+            {"name": "Bogus", "args": {}},
+            {"name": "NodeName", "args": {}}
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            errs,
+            [
+                "profiles[0].pluginConfig[1]: Duplicate value: \"NodeResourcesFit\"",
+                "profiles[0].pluginConfig[2].name: Invalid value: \"Bogus\": unknown plugin",
+                "profiles[0].pluginConfig[3].name: Invalid value: \"NodeName\": plugin takes no arguments in Placer",
+            ]
+        );
+    }
+
+    #[test]
+    fn shown_args_read_back_the_same() {
+        let c = SchedulerConfig {
+            node_resources_fit_strategy: ScoringStrategy::RequestedToCapacityRatio {
+                resources: vec![("cpu".into(), 2)],
+                shape: vec![(0, 10), (100, 0)],
+            },
+            ..SchedulerConfig::default()
+        };
+        let shown = show_node_resources_fit(&c);
+        let mut back = SchedulerConfig::default();
+        read_node_resources_fit(&mut back, &shown, "args").expect("valid");
+        assert_eq!(back.node_resources_fit_strategy, c.node_resources_fit_strategy);
+    }
+}

@@ -22,7 +22,8 @@ const RACK: &str = "topology.example.com/rack";
 const HOST: &str = "kubernetes.io/hostname";
 
 fn now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+    let secs =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
     // RFC 3339 in UTC from the Unix time (days to civil date, Howard Hinnant's algorithm).
     let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
     let z = days + 719_468;
@@ -88,7 +89,9 @@ fn bound(api: &FakeApi) -> Vec<(String, String)> {
 
 fn racks(api: &FakeApi, pods: &[(String, String)]) -> BTreeSet<String> {
     pods.iter()
-        .filter_map(|(_, n)| api.object("Node", "", n)?["metadata"]["labels"][RACK].as_str().map(str::to_string))
+        .filter_map(|(_, n)| {
+            api.object("Node", "", n)?["metadata"]["labels"][RACK].as_str().map(str::to_string)
+        })
         .collect()
 }
 
@@ -140,7 +143,8 @@ async fn start_serve(
          jobController: {{enabled: true}}\nclientConnection: {{qps: -1}}\n\
          topologyLevels: [{RACK}, {HOST}]\n"
     );
-    let settings = placer_kube::config::parse(&config, Path::new("test.yaml")).expect("a valid configuration");
+    let settings =
+        placer_kube::config::parse(&config, Path::new("test.yaml")).expect("a valid configuration");
     let kube_config = kube::Config::new(format!("http://{addr}").parse().unwrap());
     let (client, url) = placer_kube::serve::client_for(kube_config, settings.rate_limit).unwrap();
     let options = placer_kube::StoreOptions { server: url, ..placer_kube::StoreOptions::default() };
@@ -192,7 +196,10 @@ async fn a_gang_whose_rack_has_no_room_for_the_replacement_is_evicted_and_placed
     })
     .await;
     let after = bound(&api);
-    assert!(after.iter().all(|(p, _)| !before.iter().any(|(q, _)| p == q)), "every pod was replaced: {after:?}");
+    assert!(
+        after.iter().all(|(p, _)| !before.iter().any(|(q, _)| p == q)),
+        "every pod was replaced: {after:?}"
+    );
 
     // What the simulator reports too: an event on the PodGroup naming the failed node, and
     // an assignment describing the new placement only; no unhealthy node left published.
@@ -206,7 +213,10 @@ async fn a_gang_whose_rack_has_no_room_for_the_replacement_is_evicted_and_placed
         "no EvictedDueToNodeFailures event naming r1-a: {evicted:?}"
     );
     let nodes: BTreeSet<String> = after.iter().map(|(_, n)| n.clone()).collect();
-    wait(&api, "the assignment to name the new nodes only", 10, |api| assigned_nodes(&pod_group(api)) == nodes).await;
+    wait(&api, "the assignment to name the new nodes only", 10, |api| {
+        assigned_nodes(&pod_group(api)) == nodes
+    })
+    .await;
     let pg = pod_group(&api);
     assert!(pg["metadata"]["annotations"]["placer.dev/unhealthy-nodes"].is_null(), "{pg}");
 
@@ -218,7 +228,8 @@ async fn a_gang_whose_rack_has_no_room_for_the_replacement_is_evicted_and_placed
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_whose_rack_has_room_is_repaired_in_place_and_keeps_its_survivor() {
     let api = FakeApi::new(Duration::ZERO);
-    for (name, rack) in [("r1-a", "r1"), ("r1-b", "r1"), ("r1-c", "r1"), ("r2-a", "r2"), ("r2-b", "r2"), ("r2-c", "r2")]
+    for (name, rack) in
+        [("r1-a", "r1"), ("r1-b", "r1"), ("r1-c", "r1"), ("r2-a", "r2"), ("r2-b", "r2"), ("r2-c", "r2")]
     {
         api.add(node(name, rack, true));
     }
@@ -246,7 +257,8 @@ async fn a_gang_whose_rack_has_room_is_repaired_in_place_and_keeps_its_survivor(
     );
     // The assignment describes the whole gang: the survivor and the replacement.
     let nodes: BTreeSet<String> = after.iter().map(|(_, n)| n.clone()).collect();
-    wait(&api, "the assignment to describe both pods", 10, |api| assigned_nodes(&pod_group(api)) == nodes).await;
+    wait(&api, "the assignment to describe both pods", 10, |api| assigned_nodes(&pod_group(api)) == nodes)
+        .await;
 
     let _ = stop.send(());
     serve.await.expect("serve task");

@@ -154,7 +154,12 @@ impl Engine {
     /// replaced next to the survivors: with the profile option `evictGangOnFailedNode` on it
     /// is evicted whole, to be placed again; off (the default) the replacements stay
     /// Pending and the failed nodes are published on the group.
-    fn evict_for_failed_nodes(&mut self, key: &GroupKey, cycle: &GroupCycle, outcome: GroupOutcome) -> GroupDecision {
+    fn evict_for_failed_nodes(
+        &mut self,
+        key: &GroupKey,
+        cycle: &GroupCycle,
+        outcome: GroupOutcome,
+    ) -> GroupDecision {
         let GroupOutcome::Unschedulable { message, .. } = &outcome else { return GroupDecision::of(outcome) };
         if cycle.scheduled.is_empty() || cycle.pods.is_empty() {
             return GroupDecision::of(outcome);

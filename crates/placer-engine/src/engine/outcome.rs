@@ -47,7 +47,9 @@ impl Engine {
         // Kueue's `unhealthyNodes`: set while the group waits for replacements of failed
         // nodes, cleared once they are placed or the group is evicted.
         let unhealthy = match &outcome {
-            GroupOutcome::Unschedulable { .. } | GroupOutcome::WaitingOnPreemption { .. } => Some(unhealthy_nodes),
+            GroupOutcome::Unschedulable { .. } | GroupOutcome::WaitingOnPreemption { .. } => {
+                Some(unhealthy_nodes)
+            }
             GroupOutcome::Scheduled { .. } | GroupOutcome::EvictForNodeFailure { .. } => Some(Vec::new()),
             GroupOutcome::Error { .. } => None,
         };

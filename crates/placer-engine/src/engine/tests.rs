@@ -524,7 +524,9 @@ fn a_restarted_engine_reads_the_unhealthy_nodes_published_on_the_group() {
         apply_all(&mut e, vec![bound("w1", "1", Some("pg"), "r1-b"), pod("w0", "1", Some("pg"))]);
         let d = run(&mut e);
         let evicted = d.iter().find_map(|d| match d {
-            Decision::EvictForNodeFailure { pods, failed_nodes, .. } => Some((pods.clone(), failed_nodes.clone())),
+            Decision::EvictForNodeFailure { pods, failed_nodes, .. } => {
+                Some((pods.clone(), failed_nodes.clone()))
+            }
             _ => None,
         });
         if published {

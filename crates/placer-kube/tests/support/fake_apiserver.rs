@@ -148,7 +148,8 @@ impl FakeApi {
     /// lifecycle controller's) and tells the watchers.
     pub fn update(&self, obj: Value) {
         let (prefix, resource) = collection_of(obj["kind"].as_str().unwrap_or_default());
-        let k = key(obj["metadata"]["namespace"].as_str(), obj["metadata"]["name"].as_str().unwrap_or_default());
+        let k =
+            key(obj["metadata"]["namespace"].as_str(), obj["metadata"]["name"].as_str().unwrap_or_default());
         self.store(&format!("{prefix}/{resource}"), k, obj, "MODIFIED");
     }
 
@@ -157,8 +158,13 @@ impl FakeApi {
     pub fn remove(&self, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
         let (prefix, resource) = collection_of(kind);
         let collection = format!("{prefix}/{resource}");
-        let removed =
-            self.inner.lock().unwrap().objects.get_mut(&collection).and_then(|m| m.remove(&key(namespace, name)));
+        let removed = self
+            .inner
+            .lock()
+            .unwrap()
+            .objects
+            .get_mut(&collection)
+            .and_then(|m| m.remove(&key(namespace, name)));
         if let Some(o) = &removed {
             let _ = self.events.send((collection, json!({"type": "DELETED", "object": o.clone()})));
         }

@@ -21,21 +21,10 @@ use fake::FakeApi;
 const RACK: &str = "topology.example.com/rack";
 const HOST: &str = "kubernetes.io/hostname";
 
+/// The wall clock, RFC 3339 in whole seconds (a condition's `lastTransitionTime`).
 fn now() -> String {
-    let secs =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
-    // RFC 3339 in UTC from the Unix time (days to civil date, Howard Hinnant's algorithm).
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    use placer_api::k8s::jiff::Timestamp;
+    Timestamp::from_second(Timestamp::now().as_second()).map(|t| t.to_string()).unwrap_or_default()
 }
 
 fn node(name: &str, rack: &str, ready: bool) -> Value {

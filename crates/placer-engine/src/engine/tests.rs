@@ -541,6 +541,7 @@ fn a_restarted_engine_reads_the_unhealthy_nodes_published_on_the_group() {
             assert!(binds(&d).is_empty());
         }
     }
+}
 
 #[test]
 fn explain_group_reports_domains_free_capacity_fit_and_shortfall() {

@@ -25,5 +25,10 @@ pub const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index
 /// Placer: the chosen topology assignment of a PodGroup, in the compact encoding of seed 002
 /// (Kueue v1beta2 `TopologyAssignment`), as JSON.
 pub const TOPOLOGY_ASSIGNMENT: &str = "placer.dev/topology-assignment";
+/// Placer: the failed nodes a placed PodGroup waits to have replaced (seed 002 "Node
+/// failures"; Kueue's Workload `status.unhealthyNodes`, which a v1alpha2 PodGroup has no
+/// field for), as that field's JSON: `[{"name":"node-a"}]`. Set while the group's lost pods
+/// find no replacement, removed once they are placed or the group is evicted.
+pub const UNHEALTHY_NODES: &str = "placer.dev/unhealthy-nodes";
 /// Placer (simulator): virtual run time of a pod, after which it succeeds (e.g. "30s").
 pub const SIM_RUN_TIME: &str = "placer.dev/run-time";

@@ -80,6 +80,14 @@ gates! {
     TASFailedNodeReplacementFailFast = true,
     /// Nodes with an untolerated NoExecute (or NoSchedule) taint count as failed.
     TASReplaceNodeOnNodeTaints = true,
+    /// A not-ready (or tainted) node counts as failed for a group as soon as none of the
+    /// group's pods on it is still running (all terminated or terminating), without waiting
+    /// for `NodeFailureDelay`; while one still runs, it does not (Kueue beta since v0.14).
+    TASReplaceNodeOnPodTermination = true,
+    /// A node not ready for `NodeFailureDelay` (30 s) counts as failed even while pods of
+    /// the group still run on it (Kueue: deprecated and off by default since v0.19; with
+    /// `TASReplaceNodeOnPodTermination` off the 30 s rule applies regardless).
+    TASReplaceNodeDueToNotReadyOverFixedTime = false,
 }
 
 impl Gate {

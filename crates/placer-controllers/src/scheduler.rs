@@ -490,6 +490,7 @@ impl SchedulerController {
                 })
             }
             Decision::PodGroupAnnotation { group, key, value } => {
+                // A merge patch: `null` removes the annotation.
                 let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
                 let r = group_ref(&group);
                 let before = store.get(&r).and_then(|o| o.metadata().resource_version.clone());

@@ -85,8 +85,9 @@ pub enum Decision {
     PodUnschedulable { pod: PodKey, reason: String, message: String },
     /// Set the PodGroup's `PodGroupScheduled` condition (only emitted when it changes).
     PodGroupCondition { group: GroupKey, status: bool, reason: String, message: String },
-    /// Set an annotation on the PodGroup (e.g. the topology assignment).
-    PodGroupAnnotation { group: GroupKey, key: String, value: String },
+    /// Set (`Some`) or remove (`None`) an annotation of the PodGroup (the topology
+    /// assignment, the unhealthy nodes).
+    PodGroupAnnotation { group: GroupKey, key: String, value: Option<String> },
     /// Preemption: delete this victim pod; event reason `Preempted` with the message.
     Evict { pod: PodKey, uid: String, message: String },
     /// Preemption: condition `DisruptionTarget` (reason `PreemptionByScheduler`) on a
@@ -572,6 +573,9 @@ impl Engine {
         let old = entry.info.replace(Arc::new(info));
         if observed.is_some() {
             entry.condition = observed;
+        }
+        if old.is_none() {
+            self.restore_lost_nodes(&key, &pg);
         }
         let requeue = match old {
             None => true,

@@ -8,7 +8,7 @@
 use super::*;
 use crate::framework::group::{GroupDecision, MSG_GROUP_UNSCHEDULABLE};
 use crate::strategy::Strategy;
-use crate::tas::engine_bridge::{lasting_tolerations, node_failed};
+use crate::tas::engine_bridge::{cycle_tolerations, node_failed, running_on_nodes};
 use crate::tas::strategy::hierarchical_assignment;
 
 impl Engine {
@@ -145,36 +145,73 @@ impl Engine {
         let mut out = Vec::with_capacity(cycles.len());
         for (key, cycle) in cycles {
             let outcome = self.run_group_cycle(cycle, obs);
-            out.push(Some(GroupDecision::of(self.evict_for_failed_nodes(key, cycle, outcome))));
+            out.push(Some(self.evict_for_failed_nodes(key, cycle, outcome)));
         }
         out
     }
 
-    /// KEP-5732 strategy with the profile option `evictGangOnFailedNode` on: a gang whose
-    /// members lost with a failed node cannot be replaced next to the survivors is evicted
-    /// whole, to be placed again (off, the default: the replacements stay Pending).
+    /// KEP-5732 strategy, a placed gang whose members lost on failed nodes cannot be
+    /// replaced next to the survivors: with the profile option `evictGangOnFailedNode` on it
+    /// is evicted whole, to be placed again; off (the default) the replacements stay
+    /// Pending and the failed nodes are published on the group.
     fn evict_for_failed_nodes(
         &mut self,
         key: &GroupKey,
         cycle: &GroupCycle,
         outcome: GroupOutcome,
-    ) -> GroupOutcome {
-        let GroupOutcome::Unschedulable { message, .. } = &outcome else { return outcome };
-        if !self.config.evicts_gang_on_failed_node() || cycle.scheduled.is_empty() || cycle.pods.is_empty() {
-            return outcome;
+    ) -> GroupDecision {
+        let GroupOutcome::Unschedulable { message, .. } = &outcome else { return GroupDecision::of(outcome) };
+        if cycle.scheduled.is_empty() || cycle.pods.is_empty() {
+            return GroupDecision::of(outcome);
         }
-        let Some(lost) = self.lost_on.get(key) else { return outcome };
-        let tolerations = lasting_tolerations(cycle);
+        let Some(lost) = self.lost_on.get(key) else { return GroupDecision::of(outcome) };
+        let tolerations = cycle_tolerations(cycle);
+        let running = running_on_nodes(&self.snapshot, cycle);
         let failed: Vec<String> = lost
             .iter()
-            .filter(|n| node_failed(&self.snapshot, n, &tolerations, &self.config.gates))
+            .filter(|n| {
+                let on_node = running.get(n.as_str()).copied().unwrap_or(0);
+                node_failed(&self.snapshot, n, tolerations, on_node, &self.config.gates)
+            })
             .cloned()
             .collect();
-        if failed.is_empty() {
-            return outcome;
+        if failed.is_empty() || !self.config.evicts_gang_on_failed_node() {
+            return GroupDecision { unhealthy_nodes: failed, ..GroupDecision::of(outcome) };
         }
         self.lost_on.remove(key);
         let message = format!("no replacement for failed node(s) {} fits: {message}", failed.join(", "));
-        GroupOutcome::EvictForNodeFailure { failed_nodes: failed, message }
+        GroupDecision::of(GroupOutcome::EvictForNodeFailure { failed_nodes: failed, message })
     }
+
+    /// On first sight of a PodGroup (e.g. after a restart): the failed nodes it was
+    /// waiting on, published on it, are where it lost pods (KEP-5732 keeps no assignment
+    /// to find them in).
+    pub(super) fn restore_lost_nodes(&mut self, key: &GroupKey, pg: &PodGroup) {
+        let published = unhealthy_nodes_of(pg.metadata.annotations.as_ref());
+        if !published.is_empty() {
+            self.lost_on.entry(key.clone()).or_default().extend(published);
+        }
+    }
+}
+
+/// The node names of a PodGroup's `placer.dev/unhealthy-nodes` annotation (Kueue's
+/// `unhealthyNodes` JSON; anything else reads as none).
+pub(crate) fn unhealthy_nodes_of(annotations: Option<&BTreeMap<String, String>>) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    struct UnhealthyNode {
+        name: String,
+    }
+    annotations
+        .and_then(|a| a.get(placer_api::annotations::UNHEALTHY_NODES))
+        .and_then(|text| serde_json::from_str::<Vec<UnhealthyNode>>(text).ok())
+        .map(|nodes| nodes.into_iter().map(|n| n.name).collect())
+        .unwrap_or_default()
+}
+
+/// The `placer.dev/unhealthy-nodes` value for `nodes` (`None` when there are none).
+pub(crate) fn unhealthy_nodes_value(nodes: &[String]) -> Option<String> {
+    (!nodes.is_empty()).then(|| {
+        let list: Vec<serde_json::Value> = nodes.iter().map(|n| serde_json::json!({ "name": n })).collect();
+        serde_json::Value::Array(list).to_string()
+    })
 }

@@ -1,5 +1,5 @@
 //! The one place a PodGroup's [`GroupDecision`] (from either strategy, with or without
-//! preemption) becomes decisions: the topology-assignment annotation, preemption carried
+//! preemption) becomes decisions: the topology-assignment and unhealthy-nodes annotations, preemption carried
 //! out, binds (prebound by `nominatedNodeName` when a placement was chosen), nominations,
 //! FailedScheduling conditions and events, the `PodGroupScheduled` condition, and the
 //! attempt metric.
@@ -11,7 +11,9 @@
 //! Permit is asked once all are reserved; PreBind runs only when the whole group is
 //! permitted.
 
-use placer_api::annotations::TOPOLOGY_ASSIGNMENT;
+use placer_api::annotations::{TOPOLOGY_ASSIGNMENT, UNHEALTHY_NODES};
+
+use super::cycle::unhealthy_nodes_value;
 
 use super::*;
 use crate::framework::group::{unschedulable_all, GroupDecision, MSG_GROUP_UNSCHEDULABLE};
@@ -40,8 +42,28 @@ impl Engine {
         obs: &mut dyn Observer,
         out: &mut Vec<Decision>,
     ) -> &'static str {
-        let GroupDecision { outcome, topology_assignment } = decision;
+        let GroupDecision { outcome, topology_assignment, unhealthy_nodes } = decision;
         let (outcome, mut writes) = self.commit(cycle, outcome);
+        // Kueue's `unhealthyNodes`: set while the group waits for replacements of failed
+        // nodes, cleared once they are placed or the group is evicted.
+        let unhealthy = match &outcome {
+            GroupOutcome::Unschedulable { .. } | GroupOutcome::WaitingOnPreemption { .. } => {
+                Some(unhealthy_nodes)
+            }
+            GroupOutcome::Scheduled { .. } | GroupOutcome::EvictForNodeFailure { .. } => Some(Vec::new()),
+            GroupOutcome::Error { .. } => None,
+        };
+        if let Some(nodes) = unhealthy {
+            let published = cycle.group.annotation(UNHEALTHY_NODES);
+            let value = unhealthy_nodes_value(&nodes);
+            if published != value.as_deref() {
+                out.push(Decision::PodGroupAnnotation {
+                    group: key.clone(),
+                    key: UNHEALTHY_NODES.to_string(),
+                    value,
+                });
+            }
+        }
         let mut take = |i: usize| cycle.pods.get(i).and_then(|p| queued.remove(&p.key));
         let mut decided: Vec<(QueuedPod, Decided)> = Vec::new();
         let (result, status, reason, message) = match outcome {
@@ -51,7 +73,7 @@ impl Engine {
                         out.push(Decision::PodGroupAnnotation {
                             group: key.clone(),
                             key: TOPOLOGY_ASSIGNMENT.to_string(),
-                            value,
+                            value: Some(value),
                         });
                     }
                 }

@@ -221,7 +221,7 @@ mod tests {
                 Decision::PodGroupAnnotation { group, key, value }
                     if &*group.name == "pg" && key == TOPOLOGY_ASSIGNMENT =>
                 {
-                    Some(value.clone())
+                    value.clone()
                 }
                 _ => None,
             })

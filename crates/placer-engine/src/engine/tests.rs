@@ -495,6 +495,54 @@ fn probe_large_gang_timing() {
     eprintln!("256-pod gang on 5000 nodes / 250 racks: {took:?}");
 }
 
+/// A restarted engine, KEP-5732 placements (no topology assignment to find them in):
+/// where a gang lost pods it learns from the PodGroup's `placer.dev/unhealthy-nodes`
+/// annotation, so `evictGangOnFailedNode` still evicts a gang whose replacement does not
+/// fit next to its survivor. Without the annotation it cannot know and the replacement
+/// waits.
+#[test]
+fn a_restarted_engine_reads_the_unhealthy_nodes_published_on_the_group() {
+    for published in [true, false] {
+        let mut e = Engine::new(SchedulerConfig {
+            pod_initial_backoff_ms: 0,
+            pod_max_backoff_ms: 0,
+            evict_gang_on_failed_node: Some(true),
+            ..SchedulerConfig::default()
+        });
+        // r1-a, where w0 ran, is gone; the survivor w1 fills r1-b.
+        for (name, rack) in [("r1-b", "r1"), ("r2-a", "r2"), ("r2-b", "r2")] {
+            e.apply(node(name, "1", json!({"rack": rack})), 0);
+        }
+        let mut pg = json!({"metadata": {"name": "pg", "namespace": "default"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                     "schedulingConstraints": {"topology": [{"key": "rack"}]}}});
+        if published {
+            pg["metadata"]["annotations"] =
+                json!({placer_api::annotations::UNHEALTHY_NODES: "[{\"name\":\"r1-a\"}]"});
+        }
+        e.apply(ClusterEvent::PodGroupUpserted(Arc::new(serde_json::from_value(pg).unwrap())), 0);
+        apply_all(&mut e, vec![bound("w1", "1", Some("pg"), "r1-b"), pod("w0", "1", Some("pg"))]);
+        let d = run(&mut e);
+        let evicted = d.iter().find_map(|d| match d {
+            Decision::EvictForNodeFailure { pods, failed_nodes, .. } => {
+                Some((pods.clone(), failed_nodes.clone()))
+            }
+            _ => None,
+        });
+        if published {
+            let (pods, failed) = evicted.expect("the gang is evicted");
+            assert_eq!(pods, vec![(key("w1"), "uid-w1".to_string())]);
+            assert_eq!(failed, vec!["r1-a".to_string()]);
+            // Evicted: the annotation is removed (Kueue resets unhealthyNodes on eviction).
+            assert!(d.iter().any(|d| matches!(d,
+                Decision::PodGroupAnnotation { key, value: None, .. } if key == placer_api::annotations::UNHEALTHY_NODES)));
+        } else {
+            assert_eq!(evicted, None, "{d:?}");
+            assert!(binds(&d).is_empty());
+        }
+    }
+}
+
 #[test]
 fn explain_group_reports_domains_free_capacity_fit_and_shortfall() {
     let mut e = engine();

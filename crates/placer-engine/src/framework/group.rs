@@ -270,18 +270,21 @@ pub fn unschedulable_all(cycle: &GroupCycle, message: String) -> GroupOutcome {
     }
 }
 
-/// One PodGroup's decision, as either strategy answers it: what to do with its pods, and
+/// One PodGroup's decision, as either strategy answers it: what to do with its pods,
 /// (hierarchical strategy, on success) its `TopologyAssignment` (compact v1beta2
-/// encoding) as JSON for the [`placer_api::annotations::TOPOLOGY_ASSIGNMENT`] annotation.
+/// encoding) as JSON for the [`placer_api::annotations::TOPOLOGY_ASSIGNMENT`] annotation,
+/// and the failed nodes a placed group that lost pods waits to have replaced (for the
+/// [`placer_api::annotations::UNHEALTHY_NODES`] annotation; empty otherwise).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupDecision {
     pub outcome: GroupOutcome,
     pub topology_assignment: Option<String>,
+    pub unhealthy_nodes: Vec<String>,
 }
 
 impl GroupDecision {
     /// A decision without annotation.
     pub fn of(outcome: GroupOutcome) -> GroupDecision {
-        GroupDecision { outcome, topology_assignment: None }
+        GroupDecision { outcome, topology_assignment: None, unhealthy_nodes: Vec::new() }
     }
 }

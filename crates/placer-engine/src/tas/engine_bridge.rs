@@ -638,4 +638,4 @@ mod repair;
 mod tests;
 
 use repair::Repair;
-pub use repair::{failed_nodes, lasting_tolerations, node_failed};
+pub use repair::{cycle_tolerations, failed_nodes, node_failed, running_on_nodes};

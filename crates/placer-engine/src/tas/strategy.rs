@@ -40,6 +40,7 @@ pub fn hierarchical_assignment(
                             failures,
                         },
                         topology_assignment: serde_json::to_string(&m.topology_assignment).ok(),
+                        unhealthy_nodes: Vec::new(),
                     }
                 })
             })
@@ -51,29 +52,29 @@ pub fn hierarchical_assignment(
                     return None;
                 }
                 let gates = &ctx.config.gates;
-                let fail_fast = cycles.len() == 1
+                // A placed group whose replacements do not fit: its failed nodes (seed 002).
+                let repairing = cycles.len() == 1
                     && !failure.internal
                     && !cycle.scheduled.is_empty()
-                    && gates.enabled(Gate::TASFailedNodeReplacement)
-                    && ctx.config.evicts_gang_on_failed_node();
-                let failed = if fail_fast { failed_nodes(snap, cycle, gates) } else { Vec::new() };
-                if !failed.is_empty() {
+                    && gates.enabled(Gate::TASFailedNodeReplacement);
+                let failed = if repairing { failed_nodes(snap, cycle, gates) } else { Vec::new() };
+                if !failed.is_empty() && ctx.config.evicts_gang_on_failed_node() {
                     let message = format!(
                         "no replacement for failed node(s) {} fits: {}",
                         failed.join(", "),
                         failure.message
                     );
-                    return Some(GroupDecision {
-                        outcome: GroupOutcome::EvictForNodeFailure { failed_nodes: failed, message },
-                        topology_assignment: None,
-                    });
+                    return Some(GroupDecision::of(GroupOutcome::EvictForNodeFailure {
+                        failed_nodes: failed,
+                        message,
+                    }));
                 }
                 let outcome = if failure.internal {
                     GroupOutcome::Error { message: failure.message.clone() }
                 } else {
                     unschedulable_all(cycle, failure.message.clone())
                 };
-                Some(GroupDecision { outcome, topology_assignment: None })
+                Some(GroupDecision { outcome, topology_assignment: None, unhealthy_nodes: failed })
             })
             .collect(),
     }

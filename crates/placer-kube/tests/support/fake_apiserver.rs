@@ -145,6 +145,33 @@ impl FakeApi {
         let _ = self.events.send((collection, json!({"type": "ADDED", "object": obj})));
     }
 
+    /// Replaces a stored object (as another client's update would, e.g. the node
+    /// lifecycle controller's) and tells the watchers.
+    pub fn update(&self, obj: Value) {
+        let (prefix, resource) = collection_of(obj["kind"].as_str().unwrap_or_default());
+        let k =
+            key(obj["metadata"]["namespace"].as_str(), obj["metadata"]["name"].as_str().unwrap_or_default());
+        self.store(&format!("{prefix}/{resource}"), k, obj, "MODIFIED");
+    }
+
+    /// Deletes a stored object (as another client would, e.g. the taint manager evicting a
+    /// pod) and tells the watchers; the object deleted, if there was one.
+    pub fn remove(&self, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let (prefix, resource) = collection_of(kind);
+        let collection = format!("{prefix}/{resource}");
+        let removed = self
+            .inner
+            .lock()
+            .unwrap()
+            .objects
+            .get_mut(&collection)
+            .and_then(|m| m.remove(&key(namespace, name)));
+        if let Some(o) = &removed {
+            let _ = self.events.send((collection, json!({"type": "DELETED", "object": o.clone()})));
+        }
+        removed
+    }
+
     /// Serves on 127.0.0.1 (port 0: any) until the returned handle is dropped or aborted.
     pub async fn serve(&self, port: u16) -> (SocketAddr, tokio::task::JoinHandle<()>) {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.expect("a local port");

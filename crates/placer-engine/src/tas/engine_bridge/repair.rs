@@ -13,11 +13,15 @@
 //!   layer whose size divides the lost pods (none: single pods).
 //! * **What is published**: the TopologyAssignment of survivors and replacements together.
 //! * **Failed nodes**: nodes of the published assignment (hostname lowest level) that lost
-//!   pods and are gone, not Ready for Kueue's `NodeFailureDelay` (30 s from the `Ready`
-//!   condition's `lastTransitionTime`; the engine retries waiting groups then), unschedulable, or carry a `NoExecute` (with
-//!   `TASReplaceNodeOnNodeTaints`, also `NoSchedule`) taint the group's pods do not
-//!   tolerate. When the replacements do not fit and a node failed, the strategy evicts the
-//!   whole group (`TASFailedNodeReplacementFailFast`).
+//!   pods and are failed for the group as Kueue's node controller judges it ([`node_failed`]:
+//!   gone; not ready, once none of the group's pods runs there with
+//!   `TASReplaceNodeOnPodTermination`, else after `NodeFailureDelay`, 30 s from the `Ready`
+//!   condition's `lastTransitionTime`, the engine retrying waiting groups then; with
+//!   `TASReplaceNodeOnNodeTaints`, tainted `NoExecute` / `NoSchedule` or unschedulable
+//!   against the group's tolerations). When the replacements do not fit and a node failed,
+//!   the strategy evicts the whole group (`TASFailedNodeReplacementFailFast`); while the
+//!   group waits instead, `engine/outcome.rs` publishes them in the PodGroup's
+//!   `placer.dev/unhealthy-nodes` annotation.
 
 use std::collections::BTreeMap;
 
@@ -25,7 +29,7 @@ use placer_api::annotations::TOPOLOGY_ASSIGNMENT;
 use placer_api::gates::{FeatureGates, Gate};
 use placer_api::k8s::api::core::v1::Toleration;
 
-use crate::framework::helper::{node_taints, tolerations_tolerate};
+use crate::framework::helper::{node_taints, tolerations_tolerate, TaintRef};
 use crate::podgroup::GroupCycle;
 use crate::snapshot::Snapshot;
 
@@ -127,20 +131,15 @@ pub fn failed_nodes(snap: &Snapshot, cycle: &GroupCycle, gates: &FeatureGates) -
         return Vec::new();
     }
     let Ok(domains) = assignment.decode() else { return Vec::new() };
-    let mut on_node: BTreeMap<&str, u32> = BTreeMap::new();
-    for (key, node) in &cycle.scheduled {
-        if let Some(id) = node.or_else(|| snap.pod_node(key)) {
-            *on_node.entry(snap.node(id).name()).or_insert(0) += 1;
-        }
-    }
-    // A toleration with `tolerationSeconds` only delays the eviction: the node lost pods,
-    // so it ran out.
-    let tolerations = lasting_tolerations(cycle);
+    let on_node = running_on_nodes(snap, cycle);
+    let tolerations = cycle_tolerations(cycle);
     let mut failed: Vec<String> = domains
         .iter()
         .filter_map(|d| d.values.last().map(|n| (n.as_str(), d.count)))
-        .filter(|(name, count)| on_node.get(name).copied().unwrap_or(0) < *count)
-        .filter(|(name, _)| node_failed(snap, name, &tolerations, gates))
+        .filter(|(name, count)| on_node.get(*name).copied().unwrap_or(0) < *count)
+        .filter(|(name, _)| {
+            node_failed(snap, name, tolerations, on_node.get(*name).copied().unwrap_or(0), gates)
+        })
         .map(|(name, _)| name.to_string())
         .collect();
     failed.sort();
@@ -148,38 +147,71 @@ pub fn failed_nodes(snap: &Snapshot, cycle: &GroupCycle, gates: &FeatureGates) -
     failed
 }
 
-/// The tolerations that keep a group's pods on a tainted node for good (those with
-/// `tolerationSeconds` only delay the eviction).
-pub fn lasting_tolerations(cycle: &GroupCycle) -> Vec<Toleration> {
-    cycle
-        .pods
-        .first()
-        .map(|p| p.view.tolerations.iter().filter(|t| t.toleration_seconds.is_none()).cloned().collect())
-        .unwrap_or_default()
-}
-
-/// Whether node `name` is failed for pods with `tolerations` (see the module docs): gone,
-/// not ready for `NodeFailureDelay`, or ready with an untolerated `NoExecute` (with
-/// `TASReplaceNodeOnNodeTaints`, also `NoSchedule` or unschedulable).
-pub fn node_failed(snap: &Snapshot, name: &str, tolerations: &[Toleration], gates: &FeatureGates) -> bool {
-    let taints = gates.enabled(Gate::TASReplaceNodeOnNodeTaints);
-    match snap.node_id(name) {
-        None => true,
-        Some(id) => {
-            let info = &snap.node(id).info;
-            if let Some(since) = info.not_ready_since_unix_ms {
-                // Kueue's node failure controller: not ready for `NodeFailureDelay`
-                // (taints are only weighed on ready nodes). Without a wall clock the
-                // engine cannot age the condition and counts the node failed.
-                return snap
-                    .now_unix_ms()
-                    .is_none_or(|now| now >= since.saturating_add(NODE_FAILURE_DELAY_MS));
-            }
-            (taints && info.unschedulable)
-                || node_taints(info).any(|t| {
-                    (t.effect == "NoExecute" || (taints && t.effect == "NoSchedule"))
-                        && !tolerations_tolerate(tolerations, t)
-                })
+/// The group's pods still running (neither terminating nor terminal) per node: its
+/// scheduled members.
+pub fn running_on_nodes(snap: &Snapshot, cycle: &GroupCycle) -> BTreeMap<String, u32> {
+    let mut on_node: BTreeMap<String, u32> = BTreeMap::new();
+    for (key, node) in &cycle.scheduled {
+        if let Some(id) = node.or_else(|| snap.pod_node(key)) {
+            *on_node.entry(snap.node(id).name().to_string()).or_insert(0) += 1;
         }
     }
+    on_node
+}
+
+/// The tolerations of a group's pods (its first pod to place stands for all: members of
+/// a PodGroup share their template).
+pub fn cycle_tolerations(cycle: &GroupCycle) -> &[Toleration] {
+    cycle.pods.first().map(|p| &*p.view.tolerations).unwrap_or(&[])
+}
+
+/// Whether node `name` is failed for a group whose pods have `tolerations` and still run
+/// `running` pods there (Kueue's node controller, `getWorkloadStatus`):
+/// * gone: failed;
+/// * not ready: with `TASReplaceNodeOnPodTermination`, failed once none of the group's
+///   pods runs there (or, with `TASReplaceNodeDueToNotReadyOverFixedTime`, after
+///   `NodeFailureDelay`); without it, after `NodeFailureDelay` (from the `Ready`
+///   condition's `lastTransitionTime`; without a wall clock the engine cannot age the
+///   condition and counts the node failed);
+/// * ready, with `TASReplaceNodeOnNodeTaints`: a `NoExecute` or `NoSchedule` taint
+///   (`spec.unschedulable` counts as one) the pods do not tolerate makes it failed (with
+///   `TASReplaceNodeOnPodTermination`: once none of the group's pods runs there); one
+///   they tolerate only for `tolerationSeconds` once none runs there.
+pub fn node_failed(
+    snap: &Snapshot,
+    name: &str,
+    tolerations: &[Toleration],
+    running: u32,
+    gates: &FeatureGates,
+) -> bool {
+    let Some(id) = snap.node_id(name) else { return true };
+    let on_termination = gates.enabled(Gate::TASReplaceNodeOnPodTermination);
+    let info = &snap.node(id).info;
+    if let Some(since) = info.not_ready_since_unix_ms {
+        let expired = snap.now_unix_ms().is_none_or(|now| now >= since.saturating_add(NODE_FAILURE_DELAY_MS));
+        if !on_termination {
+            return expired;
+        }
+        return running == 0 || (gates.enabled(Gate::TASReplaceNodeDueToNotReadyOverFixedTime) && expired);
+    }
+    if !gates.enabled(Gate::TASReplaceNodeOnNodeTaints) {
+        return false;
+    }
+    let lasting: Vec<Toleration> =
+        tolerations.iter().filter(|t| t.toleration_seconds.is_none()).cloned().collect();
+    let unschedulable = TaintRef { key: "node.kubernetes.io/unschedulable", value: "", effect: "NoSchedule" };
+    let mut untolerated = false;
+    let mut temporarily = false;
+    let taints = node_taints(info).chain(info.unschedulable.then_some(unschedulable));
+    for t in taints.filter(|t| t.effect == "NoExecute" || t.effect == "NoSchedule") {
+        if !tolerations_tolerate(tolerations, t) {
+            untolerated = true;
+        } else if !tolerations_tolerate(&lasting, t) {
+            temporarily = true;
+        }
+    }
+    if untolerated {
+        return !on_termination || running == 0;
+    }
+    temporarily && running == 0
 }

@@ -112,6 +112,9 @@ pub struct DraState {
     claims: BTreeMap<ObjectKey, Arc<ClaimEntry>>,
     groups: BTreeMap<ObjectKey, Arc<PodGroup>>,
     pending: BTreeMap<ObjectKey, Pending>,
+    /// Allocated claims whose every consumer is removed in the current simulation (e.g.
+    /// preemption victims): their devices count as free until the rollback.
+    freed: std::collections::BTreeSet<ObjectKey>,
     /// `DRAWorkloadResourceClaims`: PodGroup-owned claims and PodGroup reservations.
     pub workload_claims: bool,
 }
@@ -242,8 +245,9 @@ impl DraState {
                 if by_group {
                     return Ok(());
                 }
+                let group_key = format!("{}/{group}", pod_key.namespace);
                 Err(format!(
-                    "ResourceClaim {claim} was not created for Pod {pod_key} (neither Pod nor PodGroup {group} is the owner)"
+                    "ResourceClaim {claim} was not created for Pod {pod_key} or PodGroup {group_key} (neither Pod nor PodGroup is the owner)"
                 ))
             }
             _ => Err(format!("ResourceClaim {claim} was not created for Pod {pod_key} (Pod is not owner)")),
@@ -290,9 +294,10 @@ impl DraState {
         let stored = self
             .claims
             .iter()
-            .filter(|(k, _)| !self.pending.contains_key(*k))
+            .filter(|(k, _)| !self.pending.contains_key(*k) && !self.freed.contains(*k))
             .filter_map(|(_, e)| e.stored_allocation());
-        let pending = self.pending.values().map(|p| &*p.allocation);
+        let pending =
+            self.pending.iter().filter(|(k, _)| !self.freed.contains(*k)).map(|(_, p)| &*p.allocation);
         for a in stored.chain(pending) {
             let results = a.devices.as_ref().and_then(|d| d.results.as_deref()).unwrap_or(&[]);
             // Admin access does not make a device in use (upstream's allocated-devices list).
@@ -301,6 +306,53 @@ impl DraState {
             }
         }
         used
+    }
+
+    /// The allocated claims of `pod`, a pod removed for a simulation, that no pod still
+    /// placed consumes (`gone`: whether a pod is no longer placed): their devices become
+    /// free until [`DraState::unfree`] (preemption counts the devices its victims free).
+    /// Returns the claims newly freed. Claims reserved for a PodGroup stay held.
+    pub(crate) fn free_claims_of(&mut self, pod: &PodInfo, gone: impl Fn(&PodKey) -> bool) -> Vec<ObjectKey> {
+        let Ok(claims) = self.pod_claims(pod) else { return Vec::new() };
+        let mut out = Vec::new();
+        for c in claims.iter().filter(|c| c.allocation.is_some()) {
+            let key = &c.entry.key;
+            if self.freed.contains(key) {
+                continue;
+            }
+            let reserved = c.entry.claim.status.as_ref().and_then(|s| s.reserved_for.as_deref()).unwrap_or(&[]);
+            let pending_pods = self.pending.get(key).map(|p| p.pods.as_slice()).unwrap_or(&[]);
+            let unused = reserved.iter().all(|r| {
+                r.api_group.as_deref().unwrap_or("").is_empty()
+                    && r.resource == "pods"
+                    && gone(&PodKey::new(key.namespace.clone(), r.name.as_str()))
+            }) && pending_pods.iter().all(&gone);
+            if unused {
+                self.freed.insert(key.clone());
+                out.push(key.clone());
+            }
+        }
+        out
+    }
+
+    /// Undoes [`DraState::free_claims_of`] for `key`.
+    pub(crate) fn unfree(&mut self, key: &ObjectKey) {
+        self.freed.remove(key);
+    }
+
+    /// Undoes [`DraState::hold_claims_of`] for `key`.
+    pub(crate) fn refree(&mut self, key: ObjectKey) {
+        self.freed.insert(key);
+    }
+
+    /// A pod placed again (after [`DraState::free_claims_of`]): its freed claims are held
+    /// again. Returns them.
+    pub(crate) fn hold_claims_of(&mut self, pod: &PodInfo) -> Vec<ObjectKey> {
+        if self.freed.is_empty() {
+            return Vec::new();
+        }
+        let Ok(claims) = self.pod_claims(pod) else { return Vec::new() };
+        claims.into_iter().map(|c| c.entry.key.clone()).filter(|k| self.freed.remove(k)).collect()
     }
 
     /// Records an allocation decided for `pod`; returns what was there before (for undo).

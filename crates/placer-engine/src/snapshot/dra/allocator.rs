@@ -322,6 +322,36 @@ impl DraState {
         ))
     }
 
+    /// How many pods, each with its own copy of `claims` (claims generated from the same
+    /// templates), the free devices of `node` serve, at most `limit`: allocations are made
+    /// one after the other, each taking devices from the next. The domain tree of the
+    /// hierarchical strategy caps a node's pod count with it.
+    pub fn copies(
+        &self,
+        claims: &[&ClaimEntry],
+        node: &NodeStatic,
+        in_use: &FxHashSet<DeviceId>,
+        limit: i64,
+    ) -> i64 {
+        let mut used = in_use.clone();
+        let mut n = 0;
+        while n < limit {
+            let Ok(Some(results)) = self.allocate(claims, node, &used) else { break };
+            let before = used.len();
+            for r in results.iter().flat_map(|a| a.devices.iter().flat_map(|d| d.results.iter().flatten())) {
+                if r.admin_access != Some(true) {
+                    used.insert((r.driver.as_str().into(), r.pool.as_str().into(), r.device.as_str().into()));
+                }
+            }
+            n += 1;
+            if used.len() == before {
+                // Nothing taken (admin access only): every copy fits.
+                return limit;
+            }
+        }
+        n
+    }
+
     /// The devices whose slice (or, with per-device node selection, the device itself)
     /// reaches `node`, from the newest generation of each pool, in slice-name then device
     /// order, without the devices Placer cannot allocate ([`unsupported_device`]).

@@ -488,3 +488,85 @@ fn unsupported_features_are_errors_or_never_candidates() {
     let c = claim("c", vec![prioritized("req-0", vec![sub("sub-0", "nope", 1, &[])])], vec![]);
     assert_eq!(s.check_requests(&c).unwrap_err(), "request req-0/sub-0: device class nope does not exist");
 }
+
+#[test]
+fn a_pod_removed_for_a_simulation_frees_the_claims_only_it_used() {
+    use crate::plugins::testing::snapshot_with;
+    use placer_api::k8s::api::core::v1::{Container, Pod, PodResourceClaim, PodSpec};
+    let victim = |name: &str| {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                uid: Some(format!("uid-{name}")),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some("n1".into()),
+                resource_claims: Some(vec![PodResourceClaim {
+                    name: "gpu".into(),
+                    resource_claim_name: Some("c".into()),
+                    ..Default::default()
+                }]),
+                containers: vec![Container { name: "c".into(), ..Default::default() }],
+                ..Default::default()
+            }),
+            status: None,
+        };
+        PodInfo::from_pod(Arc::new(pod)).unwrap()
+    };
+    let consumer = |name: &str| ResourceClaimConsumerReference {
+        api_group: None,
+        resource: "pods".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+    };
+    for (holders, freed) in [(vec!["a"], true), (vec!["a", "b"], false)] {
+        let pods: Vec<PodInfo> = holders.iter().map(|h| victim(h)).collect();
+        let mut snap = snapshot_with(vec![node("n1").cpu("8").build()], pods.clone());
+        let entry = claim("c", vec![request("r", "gpu", None, Some(1), &[])], vec![]);
+        let allocation = s_alloc(&entry);
+        let mut stored = ResourceClaim::clone(&entry.claim);
+        stored.status = Some(placer_api::k8s::api::resource::v1::ResourceClaimStatus {
+            allocation: Some(allocation),
+            reserved_for: Some(holders.iter().map(|h| consumer(h)).collect()),
+            ..Default::default()
+        });
+        {
+            let dra = snap.dra_mut();
+            *dra = state();
+            dra.upsert_claim(Arc::new(stored));
+        }
+        assert_eq!(snap.dra().in_use().len(), 1);
+        let mark = snap.checkpoint();
+        let removed = snap.remove_for_simulation(&pods[0].key).expect("placed");
+        assert_eq!(snap.dra().in_use().is_empty(), freed, "holders {holders:?}");
+        // Put back (a reprieve), then rolled back: held again either way.
+        let n1 = snap.node_id("n1").unwrap();
+        snap.assume(removed, n1);
+        assert_eq!(snap.dra().in_use().len(), 1);
+        snap.rollback(mark);
+        assert_eq!(snap.dra().in_use().len(), 1);
+    }
+}
+
+/// `entry` allocated on n1 of [`state`].
+fn s_alloc(entry: &ClaimEntry) -> AllocationResult {
+    state().allocate(&[entry], &node("n1").build(), &FxHashSet::default()).unwrap().unwrap().remove(0)
+}
+
+#[test]
+fn copies_count_the_pods_a_node_s_free_devices_serve() {
+    let s = state();
+    let n1 = node("n1").build();
+    let none = FxHashSet::default();
+    let one = claim("c", vec![request("r", "gpu", None, Some(1), &[])], vec![]);
+    let two = claim("c", vec![request("r", "gpu", None, Some(2), &[])], vec![]);
+    assert_eq!(s.copies(&[&one], &n1, &none, 110), 3, "three GPUs on n1");
+    assert_eq!(s.copies(&[&one], &n1, &none, 2), 2, "at most the limit");
+    assert_eq!(s.copies(&[&two], &n1, &none, 110), 1);
+    let mut used = FxHashSet::default();
+    used.insert((DRIVER.into(), "n1".into(), "g1".into()));
+    assert_eq!(s.copies(&[&one], &n1, &used, 110), 2, "a device in use is not counted");
+    assert_eq!(s.copies(&[&one], &node("n3").build(), &none, 110), 0, "no devices");
+}

@@ -15,13 +15,13 @@ use placer_api::k8s::api::resource::v1::{
     CELDeviceSelector, Device, DeviceClaim, DeviceClass, DeviceClassSpec, DeviceRequest, DeviceSelector,
     ExactDeviceRequest, ResourceClaim, ResourceClaimSpec, ResourcePool, ResourceSlice, ResourceSliceSpec,
 };
-use placer_api::k8s::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use placer_api::k8s::api::scheduling::v1alpha2::{
     GangSchedulingPolicy, PodGroup, PodGroupSchedulingConstraints, PodGroupSchedulingPolicy, PodGroupSpec,
     TopologyConstraint,
 };
 use placer_api::k8s::apimachinery::pkg::api::resource::Quantity;
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use placer_api::k8s::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde::Serialize;
 
 /// The hostname label kubelet sets (the lowest topology level).
@@ -235,7 +235,9 @@ pub fn gpu_slice(node: &str, gpus: u32) -> ResourceSlice {
             driver: GPU_DRIVER.to_string(),
             node_name: Some(node.to_string()),
             pool: ResourcePool { name: node.to_string(), generation: 1, resource_slice_count: 1 },
-            devices: Some((0..gpus).map(|g| Device { name: format!("gpu-{g}"), ..Device::default() }).collect()),
+            devices: Some(
+                (0..gpus).map(|g| Device { name: format!("gpu-{g}"), ..Device::default() }).collect(),
+            ),
             ..ResourceSliceSpec::default()
         },
     }

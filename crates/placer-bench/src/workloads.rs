@@ -389,7 +389,14 @@ pub fn mixed_gangs(id: String, title: &str, nodes: u32, fill: f64, seed: u64) ->
             ask: TopologyAsk::Required { key: RACK_LABEL },
         }));
     }
-    Workload { id, title: title.to_string(), cluster, topology_levels: Vec::new(), plan: Plan::Batch(items), dra: false }
+    Workload {
+        id,
+        title: title.to_string(),
+        cluster,
+        topology_levels: Vec::new(),
+        plan: Plan::Batch(items),
+        dra: false,
+    }
 }
 
 /// (c) 10,000 nodes in 16 blocks x 25 racks x 25 hosts with hierarchical topology levels;
@@ -513,7 +520,14 @@ pub fn device_gangs(id: String, dra: bool, quick: bool) -> Workload {
         })
         .collect();
     let title = if dra { "gangs of 16, 1 GPU each by DRA claim" } else { "the same with nvidia.com/gpu" };
-    Workload { id, title: title.to_string(), cluster, topology_levels: Vec::new(), plan: Plan::Batch(items), dra }
+    Workload {
+        id,
+        title: title.to_string(),
+        cluster,
+        topology_levels: Vec::new(),
+        plan: Plan::Batch(items),
+        dra,
+    }
 }
 
 /// (e) Churn on 5,000 nodes / 250 racks: 40 gangs per virtual second (8-128 one-GPU pods,

@@ -1086,10 +1086,16 @@ fn validate_resource_slice(e: &mut Errors, rs: &ResourceSlice) {
             );
         }
         if d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()) {
-            e.forbidden(format!("{at}.consumesCounters"), "partitionable devices are not supported by Placer yet");
+            e.forbidden(
+                format!("{at}.consumesCounters"),
+                "partitionable devices are not supported by Placer yet",
+            );
         }
         if d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty()) {
-            e.forbidden(format!("{at}.bindingConditions"), "binding conditions are not supported by Placer yet");
+            e.forbidden(
+                format!("{at}.bindingConditions"),
+                "binding conditions are not supported by Placer yet",
+            );
         }
         for (j, t) in d.taints.iter().flatten().enumerate() {
             const EFFECTS: [&str; 3] = ["NoExecute", "NoSchedule", "None"];
@@ -1142,7 +1148,11 @@ fn validate_device_request(
             }
             "Exists" => {
                 if t.value.as_deref().is_some_and(|v| !v.is_empty()) {
-                    e.invalid(format!("{tat}.value"), t.value.as_deref().unwrap_or(""), "must be empty when `operator` is 'Exists'");
+                    e.invalid(
+                        format!("{tat}.value"),
+                        t.value.as_deref().unwrap_or(""),
+                        "must be empty when `operator` is 'Exists'",
+                    );
                 }
             }
             other => e.not_supported(format!("{tat}.operator"), other, &["Equal", "Exists"]),
@@ -1221,7 +1231,10 @@ fn validate_claim_spec(e: &mut Errors, path: &str, spec: &ResourceClaimSpec) {
     for (i, c) in devices.and_then(|d| d.constraints.as_deref()).unwrap_or(&[]).iter().enumerate() {
         let at = format!("{path}.devices.constraints[{i}]");
         if c.match_attribute.is_some() == c.distinct_attribute.is_some() {
-            e.push(at.clone(), "Invalid value: exactly one of `matchAttribute` or `distinctAttribute` is required");
+            e.push(
+                at.clone(),
+                "Invalid value: exactly one of `matchAttribute` or `distinctAttribute` is required",
+            );
         }
         for (j, n) in c.requests.iter().flatten().enumerate() {
             if !names.contains(n) {

@@ -510,7 +510,11 @@ impl SchedulerController {
                 }
                 result.map_err(|source| {
                     self.pre_bind_failed = Some(format!("{r}: {source}"));
-                    DriverError::Store { action: "write claim status", target: r.to_string(), source: Box::new(source) }
+                    DriverError::Store {
+                        action: "write claim status",
+                        target: r.to_string(),
+                        source: Box::new(source),
+                    }
                 })
             }
             Decision::PodGroupAnnotation { group, key, value } => {

@@ -126,12 +126,7 @@ fn not_exercised(rules: &rbac::Rules) -> rbac::Rules {
         ),
         ("resource.k8s.io", "resourceclaims", "get", "re-read on a status update conflict"),
         ("resource.k8s.io", "resourceclaims", "delete", "claims generated for pods that are done"),
-        (
-            "",
-            "pods/finalizers",
-            "update",
-            "implied by blockOwnerDeletion on generated claims, never called",
-        ),
+        ("", "pods/finalizers", "update", "implied by blockOwnerDeletion on generated claims, never called"),
         (
             "scheduling.k8s.io",
             "podgroups/finalizers",

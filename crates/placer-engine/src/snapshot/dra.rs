@@ -320,7 +320,8 @@ impl DraState {
             if self.freed.contains(key) {
                 continue;
             }
-            let reserved = c.entry.claim.status.as_ref().and_then(|s| s.reserved_for.as_deref()).unwrap_or(&[]);
+            let reserved =
+                c.entry.claim.status.as_ref().and_then(|s| s.reserved_for.as_deref()).unwrap_or(&[]);
             let pending_pods = self.pending.get(key).map(|p| p.pods.as_slice()).unwrap_or(&[]);
             let unused = reserved.iter().all(|r| {
                 r.api_group.as_deref().unwrap_or("").is_empty()

@@ -78,9 +78,5 @@ pub fn job_controller() -> Rules {
 /// Placer's ResourceClaim controller's role (`placer-resourceclaim-controller`, in its
 /// component).
 pub fn resourceclaim_controller() -> Rules {
-    rules(
-        "components/resourceclaim-controller/rbac.yaml",
-        "ClusterRole",
-        "placer-resourceclaim-controller",
-    )
+    rules("components/resourceclaim-controller/rbac.yaml", "ClusterRole", "placer-resourceclaim-controller")
 }

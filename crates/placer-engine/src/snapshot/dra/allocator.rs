@@ -122,7 +122,9 @@ pub fn tolerates(t: &DeviceToleration, taint: &DeviceTaint) -> bool {
     }
     match t.operator.as_deref().unwrap_or("Equal") {
         "Exists" => true,
-        "Equal" => !key.is_empty() && t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
+        "Equal" => {
+            !key.is_empty() && t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
+        }
         _ => false,
     }
 }
@@ -144,7 +146,10 @@ impl DraState {
         for r in requests(&entry.claim) {
             let alts = alternatives(r);
             if alts.is_empty() {
-                return Err(format!("resource claim {}, request {}: unknown request type", entry.key, r.name));
+                return Err(format!(
+                    "resource claim {}, request {}: unknown request type",
+                    entry.key, r.name
+                ));
             }
             for a in alts {
                 let name = match a.sub {
@@ -204,7 +209,8 @@ impl DraState {
                             entry.key, v.class
                         ));
                     };
-                    let own = entry.selectors.get(ri).and_then(|s| s.get(ai)).map(Vec::as_slice).unwrap_or(&[]);
+                    let own =
+                        entry.selectors.get(ri).and_then(|s| s.get(ai)).map(Vec::as_slice).unwrap_or(&[]);
                     let mut matching = Vec::new();
                     for (k, c) in cands.iter().enumerate() {
                         let env = DeviceEnv { driver: &c.id.0, device: c.device };
@@ -230,16 +236,13 @@ impl DraState {
                     let count = if all {
                         matching.len()
                     } else {
-                        usize::try_from(v.count.unwrap_or(1))
-                            .ok()
-                            .filter(|c| *c > 0)
-                            .ok_or_else(|| {
-                                format!(
-                                    "claim {}, request {name}: exact count {} is invalid",
-                                    entry.key,
-                                    v.count.unwrap_or(1)
-                                )
-                            })?
+                        usize::try_from(v.count.unwrap_or(1)).ok().filter(|c| *c > 0).ok_or_else(|| {
+                            format!(
+                                "claim {}, request {name}: exact count {} is invalid",
+                                entry.key,
+                                v.count.unwrap_or(1)
+                            )
+                        })?
                     };
                     if !all {
                         // Untolerated taints rule a device out for this (sub)request.
@@ -596,7 +599,11 @@ impl Search<'_, '_> {
                 continue;
             }
             let Some(v) = lookup_attribute(cand.device, &cand.id.0, c.attribute) else { return false };
-            let ok = if c.distinct { !c.values.contains(&v) } else { c.values.first().is_none_or(|have| *have == v) };
+            let ok = if c.distinct {
+                !c.values.contains(&v)
+            } else {
+                c.values.first().is_none_or(|have| *have == v)
+            };
             if !ok {
                 return false;
             }

@@ -2,9 +2,9 @@
 use super::*;
 use crate::plugins::testing::node;
 use placer_api::k8s::api::resource::v1::{
-    CELDeviceSelector, Device, DeviceAttribute, DeviceCapacity, DeviceClaim, DeviceClassSpec, DeviceConstraint,
-    DeviceRequest, DeviceRequestAllocationResult, DeviceSelector, DeviceSubRequest, DeviceTaint,
-    DeviceToleration, ExactDeviceRequest, ResourceClaimSpec, ResourcePool, ResourceSliceSpec,
+    CELDeviceSelector, Device, DeviceAttribute, DeviceCapacity, DeviceClaim, DeviceClassSpec,
+    DeviceConstraint, DeviceRequest, DeviceRequestAllocationResult, DeviceSelector, DeviceSubRequest,
+    DeviceTaint, DeviceToleration, ExactDeviceRequest, ResourceClaimSpec, ResourcePool, ResourceSliceSpec,
 };
 use placer_api::k8s::apimachinery::pkg::api::resource::Quantity;
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -120,10 +120,7 @@ fn exact_count_skips_devices_in_use_and_pins_node_local_allocations() {
     let got = s.allocate(&[&c], &n1, &used).unwrap().unwrap();
     assert_eq!(devices_of(&got[0]), ["n1/g1", "n1/g2"]);
     let terms = &got[0].node_selector.as_ref().unwrap().node_selector_terms;
-    assert_eq!(
-        terms[0].match_fields.as_ref().unwrap()[0].values.as_deref(),
-        Some(&["n1".to_string()][..])
-    );
+    assert_eq!(terms[0].match_fields.as_ref().unwrap()[0].values.as_deref(), Some(&["n1".to_string()][..]));
     // Only one device on n2: two cannot be allocated there.
     let n2 = node("n2").build();
     assert_eq!(s.allocate(&[&c], &n2, &FxHashSet::default()).unwrap(), None);
@@ -135,10 +132,7 @@ fn match_attribute_backtracks_to_devices_that_agree() {
     let c = claim(
         "c",
         vec![request("a", "gpu", None, Some(1), &[]), request("b", "gpu", None, Some(1), &[])],
-        vec![DeviceConstraint {
-            match_attribute: Some("gpu.example.com/link".into()),
-            ..Default::default()
-        }],
+        vec![DeviceConstraint { match_attribute: Some("gpu.example.com/link".into()), ..Default::default() }],
     );
     // g0 (link 0) is tried first for `a`; no second device has link 0, so g1 + g2.
     let got = s.allocate(&[&c], &node("n1").build(), &FxHashSet::default()).unwrap().unwrap();
@@ -150,13 +144,7 @@ fn all_mode_takes_every_matching_device_and_fails_if_one_is_held() {
     let s = state();
     let c = claim(
         "c",
-        vec![request(
-            "r",
-            "gpu",
-            Some("All"),
-            None,
-            &[r#"device.attributes["gpu.example.com"].link == 1"#],
-        )],
+        vec![request("r", "gpu", Some("All"), None, &[r#"device.attributes["gpu.example.com"].link == 1"#])],
         vec![],
     );
     let n1 = node("n1").build();
@@ -191,7 +179,10 @@ fn selector_errors_name_the_claim_and_the_device() {
         vec![],
     );
     let err = s.allocate(&[&c], &node("n1").build(), &FxHashSet::default()).unwrap_err();
-    assert_eq!(err, "claim default/c: selector #0 on device gpu.example.com/n1/g0: CEL runtime error: no such key: model");
+    assert_eq!(
+        err,
+        "claim default/c: selector #0 on device gpu.example.com/n1/g0: CEL runtime error: no such key: model"
+    );
 }
 
 #[test]
@@ -201,11 +192,7 @@ fn pending_allocations_hold_devices_until_the_store_shows_them_or_their_pods_go(
     let got = s.allocate(&[&c], &node("n2").build(), &FxHashSet::default()).unwrap().unwrap();
     s.record(c.key.clone(), Arc::new(got[0].clone()), ObjectKey::new("default", "p"));
     assert_eq!(s.in_use().len(), 1);
-    assert_eq!(
-        s.allocate(&[&c], &node("n2").build(), &s.in_use()).unwrap(),
-        None,
-        "n2's only GPU is held"
-    );
+    assert_eq!(s.allocate(&[&c], &node("n2").build(), &s.in_use()).unwrap(), None, "n2's only GPU is held");
     s.forget_pod(&ObjectKey::new("default", "p"));
     assert!(s.in_use().is_empty());
 }
@@ -224,8 +211,11 @@ fn mem_device(name: &str, memory: &str, version: &str) -> Device {
                 .into(),
         ),
         attributes: Some(
-            [("driverVersion".to_string(), DeviceAttribute { version: Some(version.into()), ..Default::default() })]
-                .into(),
+            [(
+                "driverVersion".to_string(),
+                DeviceAttribute { version: Some(version.into()), ..Default::default() },
+            )]
+            .into(),
         ),
         ..Default::default()
     }
@@ -296,7 +286,11 @@ fn prioritized_list_takes_the_first_subrequest_that_leads_to_a_full_solution() {
         pairs(&[("req-0", "pool1/d3"), ("req-1/sub-1", "pool1/d1"), ("req-1/sub-1", "pool1/d2")])
     );
     // "prioritized-list-non-available": no subrequest can be satisfied.
-    let c = claim("c", vec![prioritized("req-0", vec![sub("sub-0", "gpu", 4, &[]), sub("sub-1", "gpu", 5, &[])])], vec![]);
+    let c = claim(
+        "c",
+        vec![prioritized("req-0", vec![sub("sub-0", "gpu", 4, &[]), sub("sub-1", "gpu", 5, &[])])],
+        vec![],
+    );
     assert_eq!(alloc(&s, &c, &[]), None);
 }
 
@@ -314,7 +308,10 @@ fn prioritized_list_falls_back_when_all_mode_cannot_have_every_device() {
     // "prioritized-list-allocation-mode-all-multiple-requests": req-0 holds device1.
     let c = claim(
         "c",
-        vec![request("req-0", "gpu", None, Some(1), &[]), prioritized("req-1", vec![all, sub("sub-1", "gpu", 1, &[])])],
+        vec![
+            request("req-0", "gpu", None, Some(1), &[]),
+            prioritized("req-1", vec![all, sub("sub-1", "gpu", 1, &[])]),
+        ],
         vec![],
     );
     let got = alloc(&s, &c, &[]).expect("a solution");
@@ -372,7 +369,8 @@ fn distinct_attribute_needs_different_values_and_the_attribute_itself() {
     // g0 link 0, g1 link 1, g2 link 1 on n1: two devices with distinct links are g0 + g1;
     // three cannot be had.
     let s = state();
-    let distinct = || DeviceConstraint { distinct_attribute: Some("gpu.example.com/link".into()), ..Default::default() };
+    let distinct =
+        || DeviceConstraint { distinct_attribute: Some("gpu.example.com/link".into()), ..Default::default() };
     let c = claim("c", vec![request("r", "gpu", None, Some(2), &[])], vec![distinct()]);
     let n1 = node("n1").build();
     let got = s.allocate(&[&c], &n1, &FxHashSet::default()).unwrap().unwrap();
@@ -388,7 +386,10 @@ fn distinct_attribute_needs_different_values_and_the_attribute_itself() {
     let c = claim(
         "c",
         vec![request("r", "gpu", None, Some(1), &[])],
-        vec![DeviceConstraint { distinct_attribute: Some("gpu.example.com/missing".into()), ..Default::default() }],
+        vec![DeviceConstraint {
+            distinct_attribute: Some("gpu.example.com/missing".into()),
+            ..Default::default()
+        }],
     );
     assert_eq!(s.allocate(&[&c], &n1, &FxHashSet::default()).unwrap(), None);
 }
@@ -406,7 +407,15 @@ fn admin_access_takes_devices_in_use_and_leaves_them_free_for_others() {
     let result = &got[0].devices.as_ref().unwrap().results.as_ref().unwrap()[0];
     assert_eq!((result.device.as_str(), result.admin_access), ("device1", Some(true)));
     // Never twice in one claim.
-    let twice = claim("admin", vec![r.clone(), { let mut r2 = r.clone(); r2.name = "req-1".into(); r2 }], vec![]);
+    let twice = claim(
+        "admin",
+        vec![r.clone(), {
+            let mut r2 = r.clone();
+            r2.name = "req-1".into();
+            r2
+        }],
+        vec![],
+    );
     assert_eq!(alloc(&s, &twice, &[]), None);
     // An admin-access allocation does not put the device in use.
     let mut state = s.clone();
@@ -421,7 +430,12 @@ fn admin_access_takes_devices_in_use_and_leaves_them_free_for_others() {
 
 #[test]
 fn tainted_devices_go_only_to_requests_that_tolerate_their_taints() {
-    let taint = |effect: &str| DeviceTaint { key: "example.com/taint".into(), value: Some("tainted".into()), effect: effect.into(), time_added: None };
+    let taint = |effect: &str| DeviceTaint {
+        key: "example.com/taint".into(),
+        value: Some("tainted".into()),
+        effect: effect.into(),
+        time_added: None,
+    };
     let mut tainted = mem_device("device1", "1Gi", "1.0.0");
     tainted.taints = Some(vec![taint("NoSchedule")]);
     let mut informational = mem_device("device2", "1Gi", "1.0.0");
@@ -439,9 +453,18 @@ fn tainted_devices_go_only_to_requests_that_tolerate_their_taints() {
     // "tainted-tolerated": with a toleration (Equal and Exists forms) both are allocated
     // and the tolerations are recorded in the results.
     for toleration in [
-        DeviceToleration { key: Some("example.com/taint".into()), value: Some("tainted".into()), ..Default::default() },
+        DeviceToleration {
+            key: Some("example.com/taint".into()),
+            value: Some("tainted".into()),
+            ..Default::default()
+        },
         DeviceToleration { operator: Some("Exists".into()), ..Default::default() },
-        DeviceToleration { key: Some("example.com/taint".into()), operator: Some("Exists".into()), effect: Some("NoSchedule".into()), ..Default::default() },
+        DeviceToleration {
+            key: Some("example.com/taint".into()),
+            operator: Some("Exists".into()),
+            effect: Some("NoSchedule".into()),
+            ..Default::default()
+        },
     ] {
         let mut r = request("req-0", "gpu", None, Some(2), &[]);
         r.exactly.as_mut().unwrap().tolerations = Some(vec![toleration.clone()]);
@@ -453,8 +476,17 @@ fn tainted_devices_go_only_to_requests_that_tolerate_their_taints() {
     }
     // A toleration for another value or effect does not help.
     for toleration in [
-        DeviceToleration { key: Some("example.com/taint".into()), value: Some("other".into()), ..Default::default() },
-        DeviceToleration { key: Some("example.com/taint".into()), operator: Some("Exists".into()), effect: Some("NoExecute".into()), ..Default::default() },
+        DeviceToleration {
+            key: Some("example.com/taint".into()),
+            value: Some("other".into()),
+            ..Default::default()
+        },
+        DeviceToleration {
+            key: Some("example.com/taint".into()),
+            operator: Some("Exists".into()),
+            effect: Some("NoExecute".into()),
+            ..Default::default()
+        },
     ] {
         let mut r = request("req-0", "gpu", None, Some(2), &[]);
         r.exactly.as_mut().unwrap().tolerations = Some(vec![toleration]);
@@ -466,7 +498,11 @@ fn tainted_devices_go_only_to_requests_that_tolerate_their_taints() {
 fn all_mode_without_any_matching_device_has_no_solution() {
     // Upstream: at least one device is required for `All`.
     let s = state();
-    let c = claim("c", vec![request("r", "gpu", Some("All"), None, &[r#"device.attributes["gpu.example.com"].link == 7"#])], vec![]);
+    let c = claim(
+        "c",
+        vec![request("r", "gpu", Some("All"), None, &[r#"device.attributes["gpu.example.com"].link == 7"#])],
+        vec![],
+    );
     assert_eq!(s.allocate(&[&c], &node("n1").build(), &FxHashSet::default()).unwrap(), None);
 }
 

@@ -340,22 +340,27 @@ impl Recipe {
     }
 }
 
+/// `groups` gangs of `size` one-GPU pods with a rack constraint, named by `name`.
+fn rack_gangs(groups: u64, size: u32, name: impl Fn(u64) -> String) -> Vec<Submission> {
+    (0..groups)
+        .map(|i| {
+            Submission::Group(GroupSpec {
+                name: name(i),
+                size,
+                pod: PodShape::GPU_WORKER,
+                ask: TopologyAsk::Required { key: RACK_LABEL },
+            })
+        })
+        .collect()
+}
+
 /// (a) The upstream-shaped workload: 100 nodes in 10 racks, gangs of 10 one-GPU pods with
 /// a rack constraint, until every GPU is taken (8 gangs per rack).
 pub fn upstream() -> Workload {
     let cluster = ClusterSpec::racks(10, 10);
     let size = 10u32;
     let groups = cluster.gpus() / u64::from(size);
-    let items = (0..groups)
-        .map(|i| {
-            Submission::Group(GroupSpec {
-                name: format!("a{i:05}"),
-                size,
-                pod: PodShape::GPU_WORKER,
-                ask: TopologyAsk::Required { key: RACK_LABEL },
-            })
-        })
-        .collect();
+    let items = rack_gangs(groups, size, |i| format!("a{i:05}"));
     Workload {
         id: Recipe::Upstream.id(),
         title: "gangs of 10, rack constraint, until full".to_string(),
@@ -509,16 +514,7 @@ pub fn device_gangs(id: String, dra: bool, quick: bool) -> Workload {
     let cluster = ClusterSpec::racks(nodes / HOSTS_PER_RACK, HOSTS_PER_RACK);
     let size = 16u32;
     let groups = cluster.gpus() * 9 / 10 / u64::from(size);
-    let items = (0..groups)
-        .map(|i| {
-            Submission::Group(GroupSpec {
-                name: format!("d{i:04}"),
-                size,
-                pod: PodShape::GPU_WORKER,
-                ask: TopologyAsk::Required { key: RACK_LABEL },
-            })
-        })
-        .collect();
+    let items = rack_gangs(groups, size, |i| format!("d{i:04}"));
     let title = if dra { "gangs of 16, 1 GPU each by DRA claim" } else { "the same with nvidia.com/gpu" };
     Workload {
         id,

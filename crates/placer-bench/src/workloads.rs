@@ -714,6 +714,8 @@ mod tests {
                 "e-churn",
                 "f-single-10k",
                 "g-gangs-16",
+                "h-dra-gangs",
+                "i-extended-gangs",
                 "scaling-1k",
                 "scaling-5k",
                 "scaling-10k",

@@ -1,5 +1,5 @@
-//! The controller thread: the embedded cluster's controllers (Job, CronJob, the simulated
-//! kubelet and, with `--scheduler embedded`, the scheduler) run to a fixed point after
+//! The controller thread: the embedded cluster's controllers (Job, CronJob, ResourceClaim,
+//! the simulated kubelet and, with `--scheduler embedded`, the scheduler) run to a fixed point after
 //! every API write and whenever one of them has timed work due, on the store's virtual
 //! clock mapped onto the wall clock. It also finishes deleting terminating namespaces
 //! (the namespace controller). Between passes it expires old Events, compacts the
@@ -15,6 +15,7 @@ use placer_cluster::embedded::EmbeddedCluster;
 use placer_cluster::{ClusterStore, Kind, Object, ObjectRef, StoreError};
 use placer_controllers::cronjob::CronJobController;
 use placer_controllers::job::JobController;
+use placer_controllers::resourceclaim::ResourceClaimController;
 use placer_controllers::scheduler::SchedulerController;
 use placer_controllers::Controller;
 use placer_engine::SchedulerConfig;
@@ -58,9 +59,13 @@ pub fn controllers(
     }
     list.push(Box::new(SimKubelet::new(frozen)));
     list.push(Box::new(CronJobController::new()));
-    // Hook: the node lifecycle controller (NotReady taints and evictions, seed 002) and the
-    // DRA ResourceClaim controller (seed 004) join this list once they exist; nothing else
-    // needs to change (they are controllers over the same store).
+    // kube-controller-manager's resourceclaim-controller: claims from templates for pods
+    // and PodGroups, reservations of consumers that are gone released (seed 004). It runs
+    // here whatever the scheduler, as it does in a real cluster; `placer serve` then leaves
+    // its own off.
+    list.push(Box::new(ResourceClaimController::new(&options.gates)));
+    // Hook: the node lifecycle controller (NotReady taints and evictions, seed 002) joins
+    // this list once it exists; nothing else needs to change.
     list
 }
 

@@ -8,7 +8,12 @@ use placer_api::annotations::{
     PODSET_PREFERRED_TOPOLOGY, PODSET_REQUIRED_TOPOLOGY, PODSET_SLICE_REQUIRED_TOPOLOGY, PODSET_SLICE_SIZE,
 };
 use placer_api::k8s::api::core::v1::{
-    Container, Node, NodeSpec, NodeStatus, Pod, PodSchedulingGroup, PodSpec, ResourceRequirements,
+    Container, Node, NodeSpec, NodeStatus, Pod, PodResourceClaim, PodResourceClaimStatus, PodSchedulingGroup,
+    PodSpec, PodStatus, ResourceClaim as ContainerClaim, ResourceRequirements,
+};
+use placer_api::k8s::api::resource::v1::{
+    CELDeviceSelector, Device, DeviceClaim, DeviceClass, DeviceClassSpec, DeviceRequest, DeviceSelector,
+    ExactDeviceRequest, ResourceClaim, ResourceClaimSpec, ResourcePool, ResourceSlice, ResourceSliceSpec,
 };
 use placer_api::k8s::api::scheduling::v1alpha2::{
     GangSchedulingPolicy, PodGroup, PodGroupSchedulingConstraints, PodGroupSchedulingPolicy, PodGroupSpec,
@@ -16,6 +21,7 @@ use placer_api::k8s::api::scheduling::v1alpha2::{
 };
 use placer_api::k8s::apimachinery::pkg::api::resource::Quantity;
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use placer_api::k8s::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde::Serialize;
 
 /// The hostname label kubelet sets (the lowest topology level).
@@ -201,6 +207,104 @@ pub fn pod_group(name: &str, min_count: u32, ask: TopologyAsk) -> PodGroup {
         },
         status: None,
     }
+}
+
+/// The DRA driver and DeviceClass of the GPUs of DRA workloads.
+pub const GPU_DRIVER: &str = "gpu.example.com";
+/// The pod's claim entry name (and request name) of DRA workloads.
+pub const GPU_CLAIM: &str = "gpu";
+
+/// The DeviceClass selecting [`GPU_DRIVER`]'s devices.
+pub fn gpu_class() -> DeviceClass {
+    DeviceClass {
+        metadata: ObjectMeta { name: Some(GPU_DRIVER.to_string()), ..ObjectMeta::default() },
+        spec: DeviceClassSpec {
+            selectors: Some(vec![DeviceSelector {
+                cel: Some(CELDeviceSelector { expression: format!("device.driver == {GPU_DRIVER:?}") }),
+            }]),
+            ..DeviceClassSpec::default()
+        },
+    }
+}
+
+/// The node-local ResourceSlice of `node`'s `gpus` GPUs (one pool per node).
+pub fn gpu_slice(node: &str, gpus: u32) -> ResourceSlice {
+    ResourceSlice {
+        metadata: ObjectMeta { name: Some(format!("{node}-gpus")), ..ObjectMeta::default() },
+        spec: ResourceSliceSpec {
+            driver: GPU_DRIVER.to_string(),
+            node_name: Some(node.to_string()),
+            pool: ResourcePool { name: node.to_string(), generation: 1, resource_slice_count: 1 },
+            devices: Some(
+                (0..gpus).map(|g| Device { name: format!("gpu-{g}"), ..Device::default() }).collect(),
+            ),
+            ..ResourceSliceSpec::default()
+        },
+    }
+}
+
+/// `pod` asking for its GPUs through a claim generated for it from a template (as the
+/// ResourceClaim controller would have made it): the pod without the extended resource,
+/// with the claim entry and its status, and the claim (owned by the pod).
+pub fn with_gpu_claim(pod: &Pod, gpus: u32) -> (Pod, ResourceClaim) {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let claim_name = format!("{name}-{GPU_CLAIM}-bench");
+    let mut out = pod.clone();
+    if let Some(spec) = out.spec.as_mut() {
+        spec.resource_claims = Some(vec![PodResourceClaim {
+            name: GPU_CLAIM.to_string(),
+            resource_claim_template_name: Some("one-gpu".to_string()),
+            ..PodResourceClaim::default()
+        }]);
+        for c in &mut spec.containers {
+            if let Some(r) = c.resources.as_mut() {
+                for list in [&mut r.requests, &mut r.limits].into_iter().flatten() {
+                    list.remove(GPU);
+                }
+                r.limits = r.limits.take().filter(|l| !l.is_empty());
+                r.claims = Some(vec![ContainerClaim { name: GPU_CLAIM.to_string(), request: None }]);
+            }
+        }
+    }
+    out.status = Some(PodStatus {
+        resource_claim_statuses: Some(vec![PodResourceClaimStatus {
+            name: GPU_CLAIM.to_string(),
+            resource_claim_name: Some(claim_name.clone()),
+        }]),
+        ..PodStatus::default()
+    });
+    let claim = ResourceClaim {
+        metadata: ObjectMeta {
+            name: Some(claim_name),
+            namespace: Some(NAMESPACE.to_string()),
+            uid: Some(format!("uid-claim-{name}")),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "v1".to_string(),
+                kind: "Pod".to_string(),
+                name,
+                uid: pod.metadata.uid.clone().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
+        },
+        spec: ResourceClaimSpec {
+            devices: Some(DeviceClaim {
+                requests: Some(vec![DeviceRequest {
+                    name: GPU_CLAIM.to_string(),
+                    exactly: Some(ExactDeviceRequest {
+                        device_class_name: GPU_DRIVER.to_string(),
+                        count: Some(i64::from(gpus)),
+                        ..ExactDeviceRequest::default()
+                    }),
+                    first_available: None,
+                }]),
+                ..DeviceClaim::default()
+            }),
+        },
+        status: None,
+    };
+    (out, claim)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 use placer_api::k8s::api::core::v1::Pod;
+use placer_api::k8s::api::resource::v1::ResourceClaim;
 use placer_engine::PlacementSearch;
 use placer_engine::{ClusterEvent, Decision, Engine, SchedulerConfig};
 use placer_engine::{GroupKey, PodKey};
@@ -153,11 +154,16 @@ struct Driver {
     apply_time: Duration,
     call_seconds: Vec<f64>,
     digest: Fnv,
+    /// GPUs by DRA claims (see [`Workload::dra`]); the claims as the store holds them.
+    dra: bool,
+    claims: FxHashMap<String, ResourceClaim>,
 }
 
 impl Driver {
     fn new(config: SchedulerConfig) -> Driver {
         Driver {
+            dra: false,
+            claims: FxHashMap::default(),
             engine: Engine::new(config),
             obs: BenchObserver::new(),
             pending: FxHashMap::default(),
@@ -186,7 +192,15 @@ impl Driver {
         self.apply(ClusterEvent::PodGroupUpserted(Arc::new(pg)), now_ms);
         for i in 0..g.size {
             let name = g.pod_name(i);
-            let pod = Arc::new(objects::pod(&name, Some(&g.name), g.pod));
+            let mut pod = objects::pod(&name, Some(&g.name), g.pod);
+            if self.dra && g.pod.gpus > 0 {
+                let (with_claim, claim) = objects::with_gpu_claim(&pod, g.pod.gpus);
+                pod = with_claim;
+                let claim_name = claim.metadata.name.clone().unwrap_or_default();
+                self.apply(ClusterEvent::ResourceClaimUpserted(Arc::new(claim.clone())), now_ms);
+                self.claims.insert(claim_name, claim);
+            }
+            let pod = Arc::new(pod);
             self.pending.insert(PodKey::new(NAMESPACE, name), (pod.clone(), idx));
             self.apply(ClusterEvent::PodUpserted(pod), now_ms);
         }
@@ -218,6 +232,19 @@ impl Driver {
         self.call_seconds.push(took.as_secs_f64());
         self.newly_placed.clear();
         for d in decisions {
+            if let Decision::ClaimStatus { claim, allocation, consumer } = d {
+                // As the store shows the claim once PreBind wrote its status.
+                if let Some(c) = self.claims.get_mut(&*claim.name) {
+                    let status = c.status.get_or_insert_with(Default::default);
+                    if status.allocation.is_none() {
+                        status.allocation = allocation;
+                    }
+                    status.reserved_for.get_or_insert_with(Vec::new).push(consumer);
+                    let event = ClusterEvent::ResourceClaimUpserted(Arc::new(c.clone()));
+                    self.apply(event, now_ms);
+                }
+                continue;
+            }
             let Decision::Bind { pod, node, .. } = d else { continue };
             self.digest.write(pod.name.as_bytes());
             self.digest.write(b"=");
@@ -250,7 +277,18 @@ pub fn run_workload(w: &Workload, search: PlacementSearch, progress: &ProgressBa
         ..SchedulerConfig::default()
     };
     let mut d = Driver::new(config);
-    w.cluster.for_each_node(|n| d.engine.apply(ClusterEvent::NodeUpserted(Arc::new(n)), 0));
+    d.dra = w.dra;
+    if w.dra {
+        d.engine.apply(ClusterEvent::DeviceClassUpserted(Arc::new(objects::gpu_class())), 0);
+    }
+    let gpus = w.cluster.shape.gpus;
+    w.cluster.for_each_node(|n| {
+        if w.dra {
+            let slice = objects::gpu_slice(n.metadata.name.as_deref().unwrap_or_default(), gpus);
+            d.engine.apply(ClusterEvent::ResourceSliceUpserted(Arc::new(slice)), 0);
+        }
+        d.engine.apply(ClusterEvent::NodeUpserted(Arc::new(n)), 0)
+    });
     let memory_after_nodes = memory::current_rss();
     progress.set_length(w.plan.steps());
     progress.set_position(0);

@@ -9,6 +9,8 @@
 //! | `d-single-pods` | 5,000 nodes, 250 racks | 50,000 pods without a group |
 //! | `e-churn` | 5,000 nodes, 250 racks | gangs arriving and finishing for 60 s of virtual time |
 //! | `scaling-<n>` | `b`'s shape at n nodes | `b`'s gang mix up to 30 % of the GPUs |
+//! | `h-dra-gangs` | 1,000 nodes, 50 racks, 8 GPUs each as DRA devices | gangs of 16 one-GPU pods (a claim each, from a template) with a rack constraint up to 90 % of the GPUs |
+//! | `i-extended-gangs` | the same with `nvidia.com/gpu` | the same gangs requesting the extended resource |
 //!
 //! `quick` shrinks every workload for smoke runs (CI).
 
@@ -225,6 +227,10 @@ pub struct Workload {
     /// `SchedulerConfig::topology_levels` (empty: KEP-5732 placements only).
     pub topology_levels: Vec<String>,
     pub plan: Plan,
+    /// GPUs through Dynamic Resource Allocation instead of the `nvidia.com/gpu` extended
+    /// resource: every node publishes a ResourceSlice of its GPUs, every GPU pod asks for
+    /// one through a claim generated from a ResourceClaimTemplate.
+    pub dra: bool,
 }
 
 /// A workload before it is generated (generation is deferred until it is selected).
@@ -242,6 +248,11 @@ pub enum Recipe {
     /// `b`'s shape at this many nodes.
     Scaling {
         nodes: u32,
+    },
+    /// 1,000 nodes x 8 GPUs, gangs of 16 one-GPU pods with a rack constraint: GPUs through
+    /// DRA (`dra: true`) or the same workload with the extended resource.
+    DeviceGangs {
+        dra: bool,
     },
 }
 
@@ -274,6 +285,8 @@ impl Recipe {
             Recipe::Churn,
             Recipe::EngineSinglePods,
             Recipe::EngineGangs,
+            Recipe::DeviceGangs { dra: true },
+            Recipe::DeviceGangs { dra: false },
         ];
         v.extend(scaling_points(quick).into_iter().map(|nodes| Recipe::Scaling { nodes }));
         v
@@ -290,6 +303,8 @@ impl Recipe {
             Recipe::EngineSinglePods => "f-single-10k".to_string(),
             Recipe::EngineGangs => "g-gangs-16".to_string(),
             Recipe::Scaling { nodes } => format!("scaling-{}", short_count(*nodes)),
+            Recipe::DeviceGangs { dra: true } => "h-dra-gangs".to_string(),
+            Recipe::DeviceGangs { dra: false } => "i-extended-gangs".to_string(),
         }
     }
 
@@ -320,8 +335,23 @@ impl Recipe {
             Recipe::Scaling { nodes } => {
                 mixed_gangs(self.id(), "b's gang mix at this size, to 30% of GPUs", nodes, 0.3, 0x5CA1E)
             }
+            Recipe::DeviceGangs { dra } => device_gangs(self.id(), dra, quick),
         }
     }
+}
+
+/// `groups` gangs of `size` one-GPU pods with a rack constraint, named by `name`.
+fn rack_gangs(groups: u64, size: u32, name: impl Fn(u64) -> String) -> Vec<Submission> {
+    (0..groups)
+        .map(|i| {
+            Submission::Group(GroupSpec {
+                name: name(i),
+                size,
+                pod: PodShape::GPU_WORKER,
+                ask: TopologyAsk::Required { key: RACK_LABEL },
+            })
+        })
+        .collect()
 }
 
 /// (a) The upstream-shaped workload: 100 nodes in 10 racks, gangs of 10 one-GPU pods with
@@ -330,22 +360,14 @@ pub fn upstream() -> Workload {
     let cluster = ClusterSpec::racks(10, 10);
     let size = 10u32;
     let groups = cluster.gpus() / u64::from(size);
-    let items = (0..groups)
-        .map(|i| {
-            Submission::Group(GroupSpec {
-                name: format!("a{i:05}"),
-                size,
-                pod: PodShape::GPU_WORKER,
-                ask: TopologyAsk::Required { key: RACK_LABEL },
-            })
-        })
-        .collect();
+    let items = rack_gangs(groups, size, |i| format!("a{i:05}"));
     Workload {
         id: Recipe::Upstream.id(),
         title: "gangs of 10, rack constraint, until full".to_string(),
         cluster,
         topology_levels: Vec::new(),
         plan: Plan::Batch(items),
+        dra: false,
     }
 }
 
@@ -372,7 +394,14 @@ pub fn mixed_gangs(id: String, title: &str, nodes: u32, fill: f64, seed: u64) ->
             ask: TopologyAsk::Required { key: RACK_LABEL },
         }));
     }
-    Workload { id, title: title.to_string(), cluster, topology_levels: Vec::new(), plan: Plan::Batch(items) }
+    Workload {
+        id,
+        title: title.to_string(),
+        cluster,
+        topology_levels: Vec::new(),
+        plan: Plan::Batch(items),
+        dra: false,
+    }
 }
 
 /// (c) 10,000 nodes in 16 blocks x 25 racks x 25 hosts with hierarchical topology levels;
@@ -406,6 +435,7 @@ pub fn three_level(quick: bool) -> Workload {
         topology_levels: cluster.topology_levels(),
         cluster,
         plan: Plan::Batch(items),
+        dra: false,
     }
 }
 
@@ -431,6 +461,7 @@ pub fn single_pods(quick: bool) -> Workload {
         cluster,
         topology_levels: Vec::new(),
         plan: Plan::Batch(items),
+        dra: false,
     }
 }
 
@@ -446,6 +477,7 @@ pub fn engine_single_pods(quick: bool) -> Workload {
         cluster: ClusterSpec::racks(nodes / HOSTS_PER_RACK, HOSTS_PER_RACK),
         topology_levels: Vec::new(),
         plan: Plan::Batch(items),
+        dra: false,
     }
 }
 
@@ -469,6 +501,28 @@ pub fn engine_gangs(quick: bool) -> Workload {
         cluster: ClusterSpec::racks(nodes / HOSTS_PER_RACK, HOSTS_PER_RACK),
         topology_levels: Vec::new(),
         plan: Plan::Batch(items),
+        dra: false,
+    }
+}
+
+/// (h, i) 1,000 nodes (50 racks x 20 hosts, 8 GPUs each), gangs of 16 one-GPU pods with a
+/// rack constraint up to 90 % of the GPUs (450 gangs): GPUs as DRA devices requested
+/// through claims (`h`), or as the `nvidia.com/gpu` extended resource (`i`), for the
+/// ratio of the two.
+pub fn device_gangs(id: String, dra: bool, quick: bool) -> Workload {
+    let nodes = if quick { 100u32 } else { 1_000 };
+    let cluster = ClusterSpec::racks(nodes / HOSTS_PER_RACK, HOSTS_PER_RACK);
+    let size = 16u32;
+    let groups = cluster.gpus() * 9 / 10 / u64::from(size);
+    let items = rack_gangs(groups, size, |i| format!("d{i:04}"));
+    let title = if dra { "gangs of 16, 1 GPU each by DRA claim" } else { "the same with nvidia.com/gpu" };
+    Workload {
+        id,
+        title: title.to_string(),
+        cluster,
+        topology_levels: Vec::new(),
+        plan: Plan::Batch(items),
+        dra,
     }
 }
 
@@ -513,6 +567,7 @@ pub fn churn(quick: bool) -> Workload {
         cluster,
         topology_levels: Vec::new(),
         plan: Plan::Churn(ChurnPlan { arrivals, duration_ms, tick_ms }),
+        dra: false,
     }
 }
 
@@ -659,6 +714,8 @@ mod tests {
                 "e-churn",
                 "f-single-10k",
                 "g-gangs-16",
+                "h-dra-gangs",
+                "i-extended-gangs",
                 "scaling-1k",
                 "scaling-5k",
                 "scaling-10k",

@@ -26,7 +26,9 @@ use placer_api::k8s::api::core::v1::{
     TopologySpreadConstraint,
 };
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
-use placer_api::k8s::api::resource::v1::{DeviceSelector, ResourceClaimSpec, ResourceSlice};
+use placer_api::k8s::api::resource::v1::{
+    CapacityRequirements, DeviceSelector, DeviceToleration, ResourceClaimSpec, ResourceSlice,
+};
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{
     PodGroup, PodGroupSchedulingConstraints, PodGroupSchedulingPolicy, Workload,
@@ -977,50 +979,172 @@ fn validate_resource_slice(e: &mut Errors, rs: &ResourceSlice) {
             "Invalid value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required",
         );
     }
+    // Valid in v1.36 but beyond Placer's allocator: refused rather than ignored.
+    if rs.spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty()) {
+        e.forbidden("spec.sharedCounters", "partitionable devices are not supported by Placer yet");
+    }
+    for (i, d) in rs.spec.devices.iter().flatten().enumerate() {
+        let at = format!("spec.devices[{i}]");
+        if d.allow_multiple_allocations == Some(true) {
+            e.forbidden(
+                format!("{at}.allowMultipleAllocations"),
+                "consumable capacity is not supported by Placer yet",
+            );
+        }
+        if d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()) {
+            e.forbidden(
+                format!("{at}.consumesCounters"),
+                "partitionable devices are not supported by Placer yet",
+            );
+        }
+        if d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty()) {
+            e.forbidden(
+                format!("{at}.bindingConditions"),
+                "binding conditions are not supported by Placer yet",
+            );
+        }
+        for (j, t) in d.taints.iter().flatten().enumerate() {
+            const EFFECTS: [&str; 3] = ["NoExecute", "NoSchedule", "None"];
+            if t.key.is_empty() {
+                e.required(format!("{at}.taints[{j}].key"), "");
+            }
+            if !EFFECTS.contains(&t.effect.as_str()) {
+                e.not_supported(format!("{at}.taints[{j}].effect"), &t.effect, &EFFECTS);
+            }
+        }
+    }
+}
+
+/// One `exactly` request or `firstAvailable` subrequest (`at` names it).
+#[allow(clippy::too_many_arguments)]
+fn validate_device_request(
+    e: &mut Errors,
+    at: &str,
+    class: &str,
+    mode: Option<&str>,
+    count: Option<i64>,
+    selectors: Option<&[DeviceSelector]>,
+    tolerations: Option<&[DeviceToleration]>,
+    capacity: Option<&CapacityRequirements>,
+) {
+    if class.is_empty() {
+        e.required(format!("{at}.deviceClassName"), "");
+    }
+    match mode.unwrap_or("ExactCount") {
+        "ExactCount" => {
+            if let Some(c) = count.filter(|c| *c <= 0) {
+                e.invalid_int(format!("{at}.count"), c, "must be greater than zero");
+            }
+        }
+        "All" => {
+            if count.is_some_and(|c| c != 0) {
+                e.forbidden(format!("{at}.count"), "must not be set when `allocationMode` is `All`");
+            }
+        }
+        other => e.not_supported(format!("{at}.allocationMode"), other, &["All", "ExactCount"]),
+    }
+    validate_device_selectors(e, &format!("{at}.selectors"), selectors);
+    for (j, t) in tolerations.unwrap_or(&[]).iter().enumerate() {
+        let tat = format!("{at}.tolerations[{j}]");
+        match t.operator.as_deref().unwrap_or("Equal") {
+            "Equal" => {
+                if t.key.as_deref().unwrap_or("").is_empty() {
+                    e.invalid(format!("{tat}.key"), "", "must be set when operator is `Equal`");
+                }
+            }
+            "Exists" => {
+                if t.value.as_deref().is_some_and(|v| !v.is_empty()) {
+                    e.invalid(
+                        format!("{tat}.value"),
+                        t.value.as_deref().unwrap_or(""),
+                        "must be empty when `operator` is 'Exists'",
+                    );
+                }
+            }
+            other => e.not_supported(format!("{tat}.operator"), other, &["Equal", "Exists"]),
+        }
+        if let Some(effect) = t.effect.as_deref().filter(|x| !x.is_empty()) {
+            const EFFECTS: [&str; 2] = ["NoExecute", "NoSchedule"];
+            if !EFFECTS.contains(&effect) {
+                e.not_supported(format!("{tat}.effect"), effect, &EFFECTS);
+            }
+        }
+    }
+    if capacity.is_some_and(|c| c.requests.as_ref().is_some_and(|r| !r.is_empty())) {
+        e.forbidden(format!("{at}.capacity"), "consumable capacity is not supported by Placer yet");
+    }
 }
 
 /// A ResourceClaim spec (also inside a ResourceClaimTemplate), as the API server checks it.
 fn validate_claim_spec(e: &mut Errors, path: &str, spec: &ResourceClaimSpec) {
-    let requests = spec.devices.as_ref().and_then(|d| d.requests.as_deref()).unwrap_or(&[]);
+    let devices = spec.devices.as_ref();
+    let requests = devices.and_then(|d| d.requests.as_deref()).unwrap_or(&[]);
     let mut names = BTreeSet::new();
     for (i, r) in requests.iter().enumerate() {
         let at = format!("{path}.devices.requests[{i}]");
         if let Err(m) = check_dns_label(&r.name) {
             e.invalid(format!("{at}.name"), &r.name, &m);
-        } else if !names.insert(r.name.as_str()) {
+        } else if !names.insert(r.name.clone()) {
             e.duplicate(format!("{at}.name"), &r.name);
         }
         match (&r.exactly, r.first_available.as_ref().filter(|l| !l.is_empty())) {
             (Some(_), Some(_)) | (None, None) => {
                 e.push(at.clone(), "Invalid value: exactly one of `exactly` or `firstAvailable` is required")
             }
-            (None, Some(_)) => e.forbidden(
-                format!("{at}.firstAvailable"),
-                "prioritized lists are not supported by Placer yet",
+            (None, Some(subs)) => {
+                const MAX_SUBREQUESTS: usize = 8;
+                if subs.len() > MAX_SUBREQUESTS {
+                    e.push(
+                        format!("{at}.firstAvailable"),
+                        format!("Too many: {}: must have at most {MAX_SUBREQUESTS} items", subs.len()),
+                    );
+                }
+                let mut sub_names = BTreeSet::new();
+                for (j, sr) in subs.iter().enumerate() {
+                    let sat = format!("{at}.firstAvailable[{j}]");
+                    if let Err(m) = check_dns_label(&sr.name) {
+                        e.invalid(format!("{sat}.name"), &sr.name, &m);
+                    } else if !sub_names.insert(sr.name.as_str()) {
+                        e.duplicate(format!("{sat}.name"), &sr.name);
+                    } else {
+                        names.insert(format!("{}/{}", r.name, sr.name));
+                    }
+                    validate_device_request(
+                        e,
+                        &sat,
+                        &sr.device_class_name,
+                        sr.allocation_mode.as_deref(),
+                        sr.count,
+                        sr.selectors.as_deref(),
+                        sr.tolerations.as_deref(),
+                        sr.capacity.as_ref(),
+                    );
+                }
+            }
+            (Some(x), None) => validate_device_request(
+                e,
+                &format!("{at}.exactly"),
+                &x.device_class_name,
+                x.allocation_mode.as_deref(),
+                x.count,
+                x.selectors.as_deref(),
+                x.tolerations.as_deref(),
+                x.capacity.as_ref(),
             ),
-            (Some(x), None) => {
-                if x.device_class_name.is_empty() {
-                    e.required(format!("{at}.exactly.deviceClassName"), "");
-                }
-                match x.allocation_mode.as_deref().unwrap_or("ExactCount") {
-                    "ExactCount" => {
-                        if let Some(c) = x.count.filter(|c| *c <= 0) {
-                            e.invalid_int(format!("{at}.exactly.count"), c, "must be greater than zero");
-                        }
-                    }
-                    "All" => {
-                        if x.count.is_some() {
-                            e.forbidden(
-                                format!("{at}.exactly.count"),
-                                "must not be set when `allocationMode` is `All`",
-                            );
-                        }
-                    }
-                    other => {
-                        e.not_supported(format!("{at}.exactly.allocationMode"), other, &["All", "ExactCount"])
-                    }
-                }
-                validate_device_selectors(e, &format!("{at}.exactly.selectors"), x.selectors.as_deref());
+        }
+    }
+    // Constraints: exactly one kind, naming requests (or `request/subrequest`) that exist.
+    for (i, c) in devices.and_then(|d| d.constraints.as_deref()).unwrap_or(&[]).iter().enumerate() {
+        let at = format!("{path}.devices.constraints[{i}]");
+        if c.match_attribute.is_some() == c.distinct_attribute.is_some() {
+            e.push(
+                at.clone(),
+                "Invalid value: exactly one of `matchAttribute` or `distinctAttribute` is required",
+            );
+        }
+        for (j, n) in c.requests.iter().flatten().enumerate() {
+            if !names.contains(n) {
+                e.invalid(format!("{at}.requests[{j}]"), n, "must be the name of a request in the claim or the name of a request and a subrequest separated by '/'");
             }
         }
     }

@@ -17,7 +17,10 @@
 //!   deleted. Deleting a pod or PodGroup deletes the claims it owns (the store's garbage
 //!   collection follows owner references).
 //!
-//! In `placer serve` this controller does not run: kube-controller-manager's does.
+//! `placer cluster` always runs it (it stands for kube-controller-manager). `placer serve`
+//! runs it only with `resourceClaimController.enabled: true`, for clusters whose
+//! kube-controller-manager does not run its `resourceclaim-controller`: two controllers
+//! would each generate a claim for the same pod.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -86,6 +86,9 @@ pub struct SchedulerController {
     decided_in: f64,
     /// Members of each PodGroup the current pass binds (for the group's event).
     assigned: BTreeMap<GroupKey, usize>,
+    /// A claim status write (DynamicResources PreBind) failed since the last binding: the
+    /// next `Bind`, the pod's, is not carried out (the engine retries the pod).
+    pre_bind_failed: Option<String>,
 }
 
 /// A binding under way.
@@ -124,6 +127,8 @@ impl std::fmt::Debug for SchedulerController {
 enum DriverError {
     #[error("{action} {target}: {source}")]
     Store { action: &'static str, target: String, source: Box<StoreError> },
+    #[error("binding {pod} skipped: {message}")]
+    PreBind { pod: String, message: String },
 }
 
 impl SchedulerController {
@@ -133,6 +138,7 @@ impl SchedulerController {
             observer,
             seen_rv: 0,
             dispatcher: None,
+            pre_bind_failed: None,
             binding: FxHashMap::default(),
             pending: FxHashMap::default(),
             decided_in: 0.0,
@@ -384,6 +390,18 @@ impl SchedulerController {
         failed_binds: &mut BTreeSet<PodKey>,
     ) -> Result<bool, DriverError> {
         let now_ms = store.now_ms();
+        if let Decision::Bind { pod, .. } = &decision {
+            if let Some(message) = self.pre_bind_failed.take() {
+                // As upstream: a PreBind failure unreserves the pod and it is tried again.
+                let profile = self.profile_of(pod);
+                self.attempt(&profile, "error", self.decided_in);
+                self.engine.binding_failed(pod, now_ms);
+                let message = format!("running PreBind plugin \"DynamicResources\": {message}");
+                record(store, pod_ref(pod), "Warning", "FailedScheduling", message.clone());
+                failed_binds.insert(pod.clone());
+                return Err(DriverError::PreBind { pod: pod.to_string(), message });
+            }
+        }
         match decision {
             Decision::Bind { pod, uid, node } if self.dispatcher.is_some() => {
                 let group = self.group_of(&pod);
@@ -485,8 +503,18 @@ impl SchedulerController {
             Decision::ClaimStatus { claim, allocation, consumer } => {
                 let r =
                     ObjectRef::new(Kind::ResourceClaim, claim.namespace.to_string(), claim.name.to_string());
-                with_retry(store, "write claim status", &r, |store| {
-                    write_claim_status(store, &r, allocation.as_ref(), &consumer)
+                // Unlike other status writes, a claim that is gone fails the binding too.
+                let mut result = write_claim_status(store, &r, allocation.as_ref(), &consumer);
+                if matches!(result, Err(StoreError::Conflict(_))) {
+                    result = write_claim_status(store, &r, allocation.as_ref(), &consumer);
+                }
+                result.map_err(|source| {
+                    self.pre_bind_failed = Some(format!("{r}: {source}"));
+                    DriverError::Store {
+                        action: "write claim status",
+                        target: r.to_string(),
+                        source: Box::new(source),
+                    }
                 })
             }
             Decision::PodGroupAnnotation { group, key, value } => {
@@ -720,6 +748,12 @@ impl ClusterStore for Staged<'_> {
         self.inner.update(obj)
     }
     fn update_status(&mut self, obj: Object) -> Result<Object, StoreError> {
+        if let Object::ResourceClaim(_) = obj {
+            // DynamicResources PreBind: the claim's allocation and reservation are written
+            // before the pod's binding is handed off (the kubelet starts a pod only with
+            // its claims reserved for it), so this write is never deferred.
+            return self.inner.update_status(obj);
+        }
         let r = obj.object_ref();
         let base = match self.staged.remove(&r) {
             Some((_, base)) => base,

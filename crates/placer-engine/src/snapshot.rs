@@ -134,6 +134,10 @@ enum Undo {
     /// An assumed pod allocated a claim; rollback restores the claim's earlier pending
     /// allocation (usually none).
     Claim(crate::model::ObjectKey, Option<dra::Pending>),
+    /// A removed pod's claim no placed pod uses any more; rollback holds its devices again.
+    Freed(crate::model::ObjectKey),
+    /// A freed claim held again by a pod put back; rollback frees it again.
+    Held(crate::model::ObjectKey),
 }
 
 /// A position in the undo log.
@@ -485,6 +489,12 @@ impl Snapshot {
         self.generation += 1;
         let key = pod.key.clone();
         self.location.insert(key.clone(), node);
+        if !pod.view.resource_claims.is_empty() {
+            // A removed pod put back (preemption's reprieve) holds its claims again.
+            for claim in self.dra.hold_claims_of(&pod) {
+                self.undo.push(Undo::Held(claim));
+            }
+        }
         self.assume_claims(&pod, node);
         self.with_node(node, |n| n.add_pod(pod)).expect("live node");
         self.undo.push(Undo::Added(node, key));
@@ -497,6 +507,14 @@ impl Snapshot {
         self.generation += 1;
         let pod = self.with_node(id, |n| n.remove_pod(key)).flatten()?;
         self.undo.push(Undo::Removed(id, pod.clone()));
+        if !pod.view.resource_claims.is_empty() {
+            // The devices a victim frees count for the preemptor (upstream's preemption
+            // runs the DynamicResources filter with the victims' claims released).
+            let location = &self.location;
+            for claim in self.dra.free_claims_of(&pod, |p| !location.contains_key(p)) {
+                self.undo.push(Undo::Freed(claim));
+            }
+        }
         Some(pod)
     }
 
@@ -514,6 +532,8 @@ impl Snapshot {
                     self.with_node(id, |n| n.add_pod(pod));
                 }
                 Undo::Claim(key, old) => self.dra.restore(key, old),
+                Undo::Freed(key) => self.dra.unfree(&key),
+                Undo::Held(key) => self.dra.refree(key),
             }
         }
     }

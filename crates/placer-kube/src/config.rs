@@ -116,6 +116,8 @@ pub struct FileConfig {
     #[serde(default)]
     pub job_controller: JobControllerFile,
     #[serde(default)]
+    pub resource_claim_controller: ResourceClaimControllerFile,
+    #[serde(default)]
     pub client_connection: ClientConnectionFile,
     #[serde(default)]
     pub binding: BindingFile,
@@ -172,6 +174,17 @@ pub struct JobControllerFile {
     pub enabled: Option<bool>,
 }
 
+/// `resourceClaimController`: Placer's own ResourceClaim controller (claims generated from
+/// ResourceClaimTemplates for pods and, with `DRAWorkloadResourceClaims`, PodGroups). Off by
+/// default: kube-controller-manager's `resourceclaim-controller` runs in every cluster that
+/// serves `resource.k8s.io/v1`; turn this on only where it does not (see docs/serve.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ResourceClaimControllerFile {
+    /// Default false.
+    pub enabled: Option<bool>,
+}
+
 /// A NodeResourcesFit scoring strategy.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -219,6 +232,8 @@ pub struct ServeSettings {
     pub leader_election: Option<LeaderElectionSettings>,
     pub metrics_addr: SocketAddr,
     pub job_controller: bool,
+    /// Placer runs the ResourceClaim controller (kube-controller-manager's does not).
+    pub resource_claim_controller: bool,
     /// Client rate limit: `None` = unlimited, else (qps, burst).
     pub rate_limit: Option<(f64, u32)>,
     /// Binding calls in flight at once.
@@ -472,6 +487,7 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
         leader_election,
         metrics_addr,
         job_controller: raw.job_controller.enabled.unwrap_or(true),
+        resource_claim_controller: raw.resource_claim_controller.enabled.unwrap_or(false),
         rate_limit,
         binding_concurrency,
         warnings,

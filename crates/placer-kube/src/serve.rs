@@ -16,6 +16,7 @@ use anyhow::Context as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
 use placer_controllers::job::{JobController, JobControllerConfig, PodLifecycle};
+use placer_controllers::resourceclaim::ResourceClaimController;
 use placer_controllers::scheduler::SchedulerController;
 use tokio::sync::{oneshot, watch};
 
@@ -170,6 +171,7 @@ fn controller_factory(
 ) -> ControllerFactory {
     let scheduler = settings.scheduler.clone();
     let job_controller = settings.job_controller;
+    let claim_controller = settings.resource_claim_controller;
     Box::new(move || {
         let observer = Box::new(metrics.observer());
         let driver =
@@ -185,6 +187,14 @@ fn controller_factory(
             slots.push(Slot {
                 controller: Box::new(JobController::with_config(scheduler.gates.clone(), config)),
                 view: View::ManagedJobs(JOB_MANAGED_BY),
+            });
+        }
+        if claim_controller {
+            // Only where kube-controller-manager's resourceclaim-controller does not run:
+            // two controllers would each generate a claim for the same pod.
+            slots.push(Slot {
+                controller: Box::new(ResourceClaimController::new(&scheduler.gates)),
+                view: View::Full,
             });
         }
         slots
@@ -205,6 +215,7 @@ pub async fn run(
         topology_levels = ?settings.scheduler.topology_levels,
         leader_election = settings.leader_election.is_some(),
         job_controller = settings.job_controller,
+        resource_claim_controller = settings.resource_claim_controller,
         "starting"
     );
     let metrics = Metrics::for_profile(&settings.scheduler_name);
@@ -215,7 +226,7 @@ pub async fn run(
     let mut store =
         KubeStore::new(client.clone(), tokio::runtime::Handle::current(), metrics.clone(), store_options);
     store.set_write_gate(leadership.clone());
-    let kinds = watched_kinds(settings.job_controller);
+    let kinds = watched_kinds(settings.job_controller, settings.resource_claim_controller);
     let watchers = store.start_watchers(&kinds);
     let cache = store.status(&kinds);
     let dispatcher = store.dispatcher(settings.binding_concurrency);

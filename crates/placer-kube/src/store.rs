@@ -75,18 +75,38 @@ pub const WATCHED_KINDS: &[Kind] = &[
     Kind::PodDisruptionBudget,
     Kind::Job,
     Kind::Namespace,
+    Kind::DeviceClass,
+    Kind::ResourceSlice,
+    Kind::ResourceClaim,
+    Kind::ResourceClaimTemplate,
 ];
 
-/// The kinds the scheduler reads (its base role allows exactly their list and watch).
-pub const SCHEDULER_KINDS: &[Kind] =
-    &[Kind::Node, Kind::Pod, Kind::PodGroup, Kind::PriorityClass, Kind::PodDisruptionBudget, Kind::Namespace];
+/// The kinds the scheduler reads (its base role allows exactly their list and watch):
+/// Namespaces (their labels select pods for pod affinity's namespaceSelector) and, with the
+/// DynamicResources plugin, DeviceClasses, ResourceSlices and ResourceClaims
+/// (`resource.k8s.io/v1`, served by default since Kubernetes v1.34).
+pub const SCHEDULER_KINDS: &[Kind] = &[
+    Kind::Node,
+    Kind::Pod,
+    Kind::PodGroup,
+    Kind::PriorityClass,
+    Kind::PodDisruptionBudget,
+    Kind::Namespace,
+    Kind::DeviceClass,
+    Kind::ResourceSlice,
+    Kind::ResourceClaim,
+];
 
 /// The kinds `placer serve` watches: the scheduler's, plus Jobs and Workloads when the Job
-/// integration runs.
-pub fn watched_kinds(job_controller: bool) -> Vec<Kind> {
+/// integration runs, plus ResourceClaimTemplates when Placer's ResourceClaim controller
+/// runs.
+pub fn watched_kinds(job_controller: bool, resource_claim_controller: bool) -> Vec<Kind> {
     let mut kinds = SCHEDULER_KINDS.to_vec();
     if job_controller {
         kinds.extend([Kind::Workload, Kind::Job]);
+    }
+    if resource_claim_controller {
+        kinds.push(Kind::ResourceClaimTemplate);
     }
     kinds
 }

@@ -40,7 +40,25 @@ fn the_base_role_schedules_and_the_job_integration_has_its_own_optional_role() {
             ("scheduling.k8s.io", "priorityclasses", &["list", "watch"]),
             ("policy", "poddisruptionbudgets", &["list", "watch"]),
             ("", "namespaces", &["list", "watch"]),
+            ("resource.k8s.io", "deviceclasses", &["list", "watch"]),
+            ("resource.k8s.io", "resourceslices", &["list", "watch"]),
+            ("resource.k8s.io", "resourceclaims", &["get", "list", "watch"]),
+            ("resource.k8s.io", "resourceclaims/status", &["update"]),
             ("events.k8s.io", "events", &["create", "patch"]),
+        ])
+    );
+    // The scheduler never creates, changes or deletes a claim: only its status.
+    assert!(!rbac::base().iter().any(|(g, r, v)| g == "resource.k8s.io"
+        && r == "resourceclaims"
+        && ["create", "update", "patch", "delete"].contains(&v.as_str())));
+    // Placer's ResourceClaim controller, in a component of its own.
+    assert_eq!(
+        rbac::resourceclaim_controller(),
+        rbac::set(&[
+            ("resource.k8s.io", "resourceclaimtemplates", &["list", "watch"]),
+            ("resource.k8s.io", "resourceclaims", &["create", "delete"]),
+            ("", "pods/finalizers", &["update"]),
+            ("scheduling.k8s.io", "podgroups/finalizers", &["update"]),
         ])
     );
     assert!(!rbac::base()
@@ -93,6 +111,30 @@ fn the_job_integration_is_bound_and_enabled_only_through_its_component() {
         (with_jobs.rate_limit, with_jobs.binding_concurrency)
     );
     assert_eq!(base.metrics_addr, with_jobs.metrics_addr);
+    assert!(!base.resource_claim_controller && !with_jobs.resource_claim_controller);
+}
+
+#[test]
+fn the_resourceclaim_controller_is_bound_and_enabled_only_through_its_component() {
+    let base_kustomization = rbac::read("kustomization.yaml");
+    assert!(!base_kustomization.contains("resourceclaim"), "the base does not bind the claim role");
+    let component = rbac::read("components/resourceclaim-controller/kustomization.yaml");
+    assert!(component.contains("kind: Component") && component.contains("rbac.yaml"));
+    let overlay = rbac::read("overlays/with-claim-controller/kustomization.yaml");
+    assert!(overlay.contains("../../components/resourceclaim-controller"));
+    let settings = |file: &str| {
+        let cm: ConfigMap = serde_saphyr::from_str(&rbac::read(file)).expect("a ConfigMap");
+        let text = cm.data.as_ref().and_then(|d| d.get("config.yaml")).expect("data.config.yaml").clone();
+        placer_kube::config::parse(&text, Path::new(file)).expect("a valid configuration")
+    };
+    let base = settings("config.yaml");
+    let with_claims = settings("components/resourceclaim-controller/config.yaml");
+    assert!(!base.resource_claim_controller, "the base leaves claims to kube-controller-manager");
+    assert!(with_claims.resource_claim_controller);
+    assert_eq!(format!("{:?}", base.scheduler), format!("{:?}", with_claims.scheduler));
+    assert_eq!(base.leader_election, with_claims.leader_election);
+    assert_eq!(base.job_controller, with_claims.job_controller);
+    assert_eq!(base.metrics_addr, with_claims.metrics_addr);
 }
 
 #[test]

@@ -45,11 +45,16 @@ struct Run {
 /// Runs `placer serve` against `api` until `done` holds (or 60 s pass), scrapes
 /// `/metrics`, shuts down.
 async fn run_serve(api: FakeApi, job_controller: bool, done: impl Fn(&FakeApi) -> bool) -> Run {
+    run_serve_with(api, &format!("jobController: {{enabled: {job_controller}}}\n"), done).await
+}
+
+/// [`run_serve`] with `extra` appended to the configuration.
+async fn run_serve_with(api: FakeApi, extra: &str, done: impl Fn(&FakeApi) -> bool) -> Run {
     let (addr, server) = api.serve(0).await;
     let metrics_port = free_port();
     let config = format!(
         "schedulerName: placer\nleaderElection: {{enabled: false}}\nmetricsAddr: 127.0.0.1:{metrics_port}\n\
-         jobController: {{enabled: {job_controller}}}\nclientConnection: {{qps: -1}}\n"
+         clientConnection: {{qps: -1}}\n{extra}"
     );
     let settings =
         placer_kube::config::parse(&config, Path::new("test.yaml")).expect("a valid configuration");
@@ -113,6 +118,21 @@ fn not_exercised(rules: &rbac::Rules) -> rbac::Rules {
         ("events.k8s.io", "events", "patch", "a repeated event becomes a series"),
         ("", "pods", "delete", "preemption victims (tests/mock_api.rs); Job pods when a Job shrinks or ends"),
         ("batch", "jobs", "get", "re-read on a status update conflict"),
+        (
+            "resource.k8s.io",
+            "resourceclaims/status",
+            "update",
+            "DynamicResources PreBind: only for pods with claims (the DRA run has them)",
+        ),
+        ("resource.k8s.io", "resourceclaims", "get", "re-read on a status update conflict"),
+        ("resource.k8s.io", "resourceclaims", "delete", "claims generated for pods that are done"),
+        ("", "pods/finalizers", "update", "implied by blockOwnerDeletion on generated claims, never called"),
+        (
+            "scheduling.k8s.io",
+            "podgroups/finalizers",
+            "update",
+            "implied by blockOwnerDeletion on PodGroup claims, never called",
+        ),
         ("batch", "jobs", "delete", "finished Jobs after ttlSecondsAfterFinished"),
         (
             "batch",
@@ -239,4 +259,83 @@ async fn with_the_job_integration_exactly_its_role_is_added() {
     // The Job role is needed: without it some request would have been refused.
     let base_only: rbac::Rules = rbac::base().union(&rbac::preemption()).cloned().collect();
     assert!(recorded.difference(&base_only).count() > 0);
+}
+
+/// A gang whose pods each ask for a GPU through a ResourceClaimTemplate, on a cluster
+/// without kube-controller-manager: Placer's ResourceClaim controller generates the
+/// claims, the scheduler allocates a device on each pod's node and reserves the claim for
+/// the pod (status subresource) before binding it, and the requests fit exactly the base
+/// roles plus the claim controller's component.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn template_claims_get_devices_with_exactly_the_claim_controller_role() {
+    let api = FakeApi::new(Duration::ZERO);
+    fake::add_nodes(&api, 2, 8);
+    fake::add_gpus(&api, 2, 2);
+    api.add(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": "demo"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu",
+            "exactly": {"deviceClassName": "gpu.example.com"}}]}}}}));
+    api.add(json!({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+        "metadata": {"name": "train", "namespace": "demo"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}}));
+    for i in 0..3 {
+        api.add(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("train-{i}"), "namespace": "demo"},
+            "spec": {"schedulerName": "placer", "schedulingGroup": {"podGroupName": "train"},
+                     "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                     "containers": [{"name": "c", "image": "pause",
+                                     "resources": {"requests": {"cpu": "100m"}, "claims": [{"name": "gpu"}]}}]},
+            "status": {"phase": "Pending"}}));
+    }
+    let run = run_serve_with(
+        api,
+        "jobController: {enabled: false}\nresourceClaimController: {enabled: true}\n",
+        |api| all_bound(api) && group_scheduled(api, "train"),
+    )
+    .await;
+    let claims = run.api.list("ResourceClaim");
+    assert_eq!(claims.len(), 3, "one claim per pod: {claims:?}");
+    let mut devices = BTreeSet::new();
+    for pod in run.api.list("Pod") {
+        let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+        let node = pod["spec"]["nodeName"].as_str().expect("bound");
+        let claim_name = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: no generated claim in its status: {pod}"));
+        let claim = run.api.object("ResourceClaim", "demo", claim_name).expect("the generated claim");
+        assert_eq!(claim["metadata"]["ownerReferences"][0]["name"], name, "{claim}");
+        let result = &claim["status"]["allocation"]["devices"]["results"][0];
+        assert_eq!(result["pool"], node, "the device is on the pod's node: {claim}");
+        assert!(devices.insert(format!("{}/{}", result["pool"], result["device"])), "a device given twice");
+        let reserved = &claim["status"]["reservedFor"];
+        assert_eq!(reserved.as_array().map(Vec::len), Some(1), "{claim}");
+        assert_eq!(reserved[0]["name"], name, "{claim}");
+        assert_eq!(reserved[0]["resource"], "pods", "{claim}");
+    }
+    // The claim status went through the status subresource, before each binding.
+    let requests = run.api.requests();
+    let status_puts =
+        requests.iter().filter(|r| r.method == "PUT" && r.path.contains("/resourceclaims/")).count();
+    assert!(status_puts >= 3, "{status_puts} claim status writes");
+    for pod in 0..3 {
+        let bind = requests
+            .iter()
+            .position(|r| r.path.ends_with(&format!("/pods/train-{pod}/binding")))
+            .expect("a binding");
+        let claim_status = format!("/resourceclaims/train-{pod}-gpu-");
+        let reserved_before = requests[..bind]
+            .iter()
+            .any(|r| r.method == "PUT" && r.path.contains(&claim_status) && r.path.ends_with("/status"));
+        assert!(reserved_before, "train-{pod} was bound before its claim was reserved");
+    }
+
+    let recorded = recorded(&run.api);
+    let mut granted = rbac::base();
+    granted.extend(rbac::preemption());
+    granted.extend(rbac::resourceclaim_controller());
+    check_rbac(&recorded, &granted);
+    // The claim controller's role is needed; the scheduler alone stays within the base.
+    let base_only: rbac::Rules = rbac::base().union(&rbac::preemption()).cloned().collect();
+    assert!(recorded.difference(&base_only).count() > 0);
+    assert!(recorded.contains(&("resource.k8s.io".into(), "resourceclaims/status".into(), "update".into())));
 }

@@ -210,6 +210,12 @@ pub(crate) fn validate_manifest(m: &Manifest, problems: &mut Vec<Problem>) {
             if let Some(x) = &r.exactly {
                 cel(format!("{path}.devices.requests[{i}].exactly.selectors"), x.selectors.as_deref());
             }
+            for (j, sub) in r.first_available.iter().flatten().enumerate() {
+                cel(
+                    format!("{path}.devices.requests[{i}].firstAvailable[{j}].selectors"),
+                    sub.selectors.as_deref(),
+                );
+            }
         }
     }
     if let Object::CronJob(c) = &m.object {

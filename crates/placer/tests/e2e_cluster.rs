@@ -312,3 +312,57 @@ fn kubectl_creates_gets_describes_deletes_and_applies_the_examples() {
         bed.kubectl_ok(&["delete", "-f", &file]);
     }
 }
+
+/// A pod asking for a GPU through a ResourceClaimTemplate: `placer cluster` runs the
+/// ResourceClaim controller (kube-controller-manager's, in a real cluster), which
+/// generates the pod's claim; `placer serve` (its own claim controller off) allocates a
+/// device of the pod's node, writes `status.allocation` and `status.reservedFor` through
+/// `resourceclaims/status`, then binds the pod, within deploy/'s base roles.
+#[test]
+fn a_pod_with_a_template_claim_gets_a_device_and_is_bound() {
+    let mut bed = two_racks(&[]);
+    let _serve = bed.serve("replica-a", "jobController: {enabled: false}\n");
+    wait_leader(&mut bed, "replica-a");
+    // Two GPUs on one node only: the pod must go there.
+    let gpu_node = bed.node_labels().keys().last().cloned().expect("nodes");
+    let manifests = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: dra}}\n---\n\
+         apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {{name: gpu.example.com}}\n\
+         spec:\n  selectors: [{{cel: {{expression: 'device.driver == \"gpu.example.com\"'}}}}]\n---\n\
+         apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: {gpu_node}-gpus}}\n\
+         spec:\n  driver: gpu.example.com\n  nodeName: {gpu_node}\n\
+         \x20 pool: {{name: {gpu_node}, generation: 1, resourceSliceCount: 1}}\n\
+         \x20 devices: [{{name: gpu-0}}, {{name: gpu-1}}]\n---\n\
+         apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {{name: one-gpu, namespace: dra}}\n\
+         spec:\n  spec:\n    devices:\n      requests: [{{name: gpu, exactly: {{deviceClassName: gpu.example.com}}}}]\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {{name: trainer, namespace: dra}}\n\
+         spec:\n  schedulerName: placer\n  resourceClaims: [{{name: gpu, resourceClaimTemplateName: one-gpu}}]\n\
+         \x20 containers:\n  - name: main\n    image: registry.k8s.io/pause:3.10\n\
+         \x20   resources: {{requests: {{cpu: 100m}}, claims: [{{name: gpu}}]}}\n"
+    );
+    let out = bed.create_manifests("dra", &manifests);
+    assert!(out.contains("trainer created"), "{out}");
+    bed.wait_for(Duration::from_secs(60), "the pod bound", |b| b.pods("dra").bound() == 1);
+    let pods = bed.pods("dra");
+    assert_eq!(pods.nodes().get("trainer"), Some(&gpu_node), "the pod went where the GPUs are");
+    let claims = bed.get_json("/apis/resource.k8s.io/v1/namespaces/dra/resourceclaims");
+    let claims = claims["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    let claim = &claims[0];
+    assert!(claim["metadata"]["name"].as_str().is_some_and(|n| n.starts_with("trainer-gpu-")), "{claim}");
+    let result = &claim["status"]["allocation"]["devices"]["results"][0];
+    assert_eq!(result["pool"], gpu_node.as_str(), "{claim}");
+    assert_eq!(result["request"], "gpu", "{claim}");
+    assert_eq!(claim["status"]["reservedFor"][0]["name"], "trainer", "{claim}");
+    assert_eq!(claim["status"]["reservedFor"][0]["resource"], "pods", "{claim}");
+    if let Driver::Kubectl(_) = bed.driver {
+        let recorded = serve_requests(&bed);
+        assert!(
+            recorded.contains(&("resource.k8s.io".into(), "resourceclaims/status".into(), "update".into())),
+            "{recorded:?}"
+        );
+        let mut granted = rbac::base();
+        granted.extend(rbac::preemption());
+        assert_allowed(&recorded, &granted);
+    }
+}

@@ -417,6 +417,7 @@ fn build_nodes(
     let leader_state = leader_pod.and_then(|p| prepare_without(fw, snap, p, Dependence::PlainResources).ok());
     let affinity = config.gates.enabled(Gate::TASRespectNodeAffinityPreferred);
     let parsed = ParsedPod::new(worker_pod);
+    let devices = DeviceNeed::of(snap, worker_pod);
     let mut nodes = topology.base.clone();
     for (i, node) in nodes.iter_mut().enumerate() {
         let id = topology.ids[i];
@@ -428,6 +429,12 @@ fn build_nodes(
         let allowed = pinned.is_none_or(|p| p.get(i).copied().unwrap_or(false));
         node.worker_ok =
             allowed && worker_state.as_ref().is_some_and(|s| filter_prepared(fw, s, snap, id).is_ok());
+        if node.worker_ok {
+            if let Some(d) = &devices {
+                // A domain holds no more pods than its devices serve.
+                node.free.pods = snap.dra().copies(&d.claims(), &state.info, &d.in_use, node.free.pods);
+            }
+        }
         node.leader_ok = allowed
             && !corrections.no_leader.contains(&i)
             && match (leader_pod, &leader_state) {
@@ -448,6 +455,40 @@ fn build_nodes(
         }
     }
     nodes
+}
+
+/// The claims each worker pod allocates for itself (generated from a template for that pod)
+/// and the devices in use, when there are such claims: the tree counts how many pods each
+/// node's free devices serve (members of a group use the same templates, so the
+/// representative's claims stand for every member's). Claims shared by the group (a
+/// PodGroup's, or one named by every pod) are allocated once and are left to the filters.
+struct DeviceNeed {
+    entries: Vec<std::sync::Arc<crate::snapshot::dra::ClaimEntry>>,
+    in_use: rustc_hash::FxHashSet<crate::snapshot::dra::DeviceId>,
+}
+
+impl DeviceNeed {
+    fn of(snap: &Snapshot, pod: &PodInfo) -> Option<DeviceNeed> {
+        if pod.view.resource_claims.is_empty() {
+            return None;
+        }
+        let claims = snap.dra().pod_claims(pod).ok()?;
+        let entries: Vec<_> = claims
+            .into_iter()
+            .filter(|c| c.allocation.is_none())
+            .filter(|c| {
+                c.entry.claim.metadata.owner_references.iter().flatten().any(|o| {
+                    o.controller == Some(true) && o.kind == "Pod" && o.uid == pod.uid && !pod.uid.is_empty()
+                })
+            })
+            .map(|c| c.entry)
+            .collect();
+        (!entries.is_empty()).then(|| DeviceNeed { entries, in_use: snap.dra().in_use() })
+    }
+
+    fn claims(&self) -> Vec<&crate::snapshot::dra::ClaimEntry> {
+        self.entries.iter().map(|e| &**e).collect()
+    }
 }
 
 /// Runs the algorithm. A single group whose `minCount` allows fewer pods than it has gets

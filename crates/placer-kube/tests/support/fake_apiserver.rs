@@ -62,6 +62,10 @@ fn collection_of(kind: &str) -> (&'static str, &'static str) {
         "Event" => ("/apis/events.k8s.io/v1", "events"),
         "Lease" => ("/apis/coordination.k8s.io/v1", "leases"),
         "Namespace" => ("/api/v1", "namespaces"),
+        "DeviceClass" => ("/apis/resource.k8s.io/v1", "deviceclasses"),
+        "ResourceSlice" => ("/apis/resource.k8s.io/v1", "resourceslices"),
+        "ResourceClaim" => ("/apis/resource.k8s.io/v1", "resourceclaims"),
+        "ResourceClaimTemplate" => ("/apis/resource.k8s.io/v1", "resourceclaimtemplates"),
         other => panic!("fake API: no collection for kind {other}"),
     }
 }
@@ -464,5 +468,22 @@ pub fn add_gang(
             "spec": {"schedulerName": scheduler, "schedulingGroup": {"podGroupName": name},
                      "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}]},
             "status": {"phase": "Pending"}}));
+    }
+}
+
+/// A DeviceClass `gpu.example.com` and, on each of the first `nodes` nodes of
+/// [`add_nodes`], a node-local ResourceSlice of `gpus` devices of that driver.
+pub fn add_gpus(api: &FakeApi, nodes: usize, gpus: usize) {
+    api.add(json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "gpu.example.com"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}}));
+    for i in 0..nodes {
+        let node = format!("node-{i:04}");
+        let devices: Vec<Value> = (0..gpus).map(|g| json!({"name": format!("gpu-{g}")})).collect();
+        api.add(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": format!("{node}-gpus")},
+            "spec": {"driver": "gpu.example.com", "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": devices}}));
     }
 }

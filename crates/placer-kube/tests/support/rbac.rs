@@ -74,3 +74,9 @@ pub fn preemption() -> Rules {
 pub fn job_controller() -> Rules {
     rules("components/job-controller/rbac.yaml", "ClusterRole", "placer-job-controller")
 }
+
+/// Placer's ResourceClaim controller's role (`placer-resourceclaim-controller`, in its
+/// component).
+pub fn resourceclaim_controller() -> Rules {
+    rules("components/resourceclaim-controller/rbac.yaml", "ClusterRole", "placer-resourceclaim-controller")
+}

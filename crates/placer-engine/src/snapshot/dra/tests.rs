@@ -1,0 +1,608 @@
+//! The allocator and the claim state.
+use super::*;
+use crate::plugins::testing::node;
+use placer_api::k8s::api::resource::v1::{
+    CELDeviceSelector, Device, DeviceAttribute, DeviceCapacity, DeviceClaim, DeviceClassSpec,
+    DeviceConstraint, DeviceRequest, DeviceRequestAllocationResult, DeviceSelector, DeviceSubRequest,
+    DeviceTaint, DeviceToleration, ExactDeviceRequest, ResourceClaimSpec, ResourcePool, ResourceSliceSpec,
+};
+use placer_api::k8s::apimachinery::pkg::api::resource::Quantity;
+use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use rustc_hash::FxHashSet;
+
+fn sel(e: &str) -> DeviceSelector {
+    DeviceSelector { cel: Some(CELDeviceSelector { expression: e.into() }) }
+}
+
+fn class(name: &str, driver: &str) -> Arc<DeviceClass> {
+    Arc::new(DeviceClass {
+        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+        spec: DeviceClassSpec {
+            selectors: Some(vec![sel(&format!("device.driver == {driver:?}"))]),
+            ..Default::default()
+        },
+    })
+}
+
+fn device(name: &str, attrs: &[(&str, i64)]) -> Device {
+    let attributes = attrs
+        .iter()
+        .map(|(k, v)| (k.to_string(), DeviceAttribute { int: Some(*v), ..Default::default() }))
+        .collect();
+    Device { name: name.into(), attributes: Some(attributes), ..Default::default() }
+}
+
+fn slice(name: &str, driver: &str, node: Option<&str>, devices: Vec<Device>) -> Arc<ResourceSlice> {
+    Arc::new(ResourceSlice {
+        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+        spec: ResourceSliceSpec {
+            driver: driver.into(),
+            node_name: node.map(Into::into),
+            all_nodes: node.is_none().then_some(true),
+            pool: ResourcePool { name: name.into(), generation: 1, resource_slice_count: 1 },
+            devices: Some(devices),
+            ..Default::default()
+        },
+    })
+}
+
+fn claim(name: &str, requests: Vec<DeviceRequest>, constraints: Vec<DeviceConstraint>) -> ClaimEntry {
+    let c = ResourceClaim {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        spec: ResourceClaimSpec {
+            devices: Some(DeviceClaim {
+                requests: Some(requests),
+                constraints: Some(constraints),
+                config: None,
+            }),
+        },
+        status: None,
+    };
+    ClaimEntry::new(ObjectKey::new("default", name), Arc::new(c))
+}
+
+fn request(
+    name: &str,
+    class: &str,
+    mode: Option<&str>,
+    count: Option<i64>,
+    selectors: &[&str],
+) -> DeviceRequest {
+    DeviceRequest {
+        name: name.into(),
+        exactly: Some(ExactDeviceRequest {
+            device_class_name: class.into(),
+            allocation_mode: mode.map(Into::into),
+            count,
+            selectors: Some(selectors.iter().map(|s| sel(s)).collect()),
+            ..Default::default()
+        }),
+        first_available: None,
+    }
+}
+
+fn devices_of(a: &AllocationResult) -> Vec<String> {
+    a.devices
+        .as_ref()
+        .unwrap()
+        .results
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|r| format!("{}/{}", r.pool, r.device))
+        .collect()
+}
+
+fn state() -> DraState {
+    let mut s = DraState::default();
+    s.upsert_class(class("gpu", "gpu.example.com"));
+    s.upsert_slice(slice(
+        "n1",
+        "gpu.example.com",
+        Some("n1"),
+        vec![device("g0", &[("link", 0)]), device("g1", &[("link", 1)]), device("g2", &[("link", 1)])],
+    ));
+    s.upsert_slice(slice("n2", "gpu.example.com", Some("n2"), vec![device("g0", &[("link", 0)])]));
+    s
+}
+
+#[test]
+fn exact_count_skips_devices_in_use_and_pins_node_local_allocations() {
+    let s = state();
+    let n1 = node("n1").build();
+    let c = claim("c", vec![request("r", "gpu", None, Some(2), &[])], vec![]);
+    let mut used = FxHashSet::default();
+    used.insert(("gpu.example.com".into(), "n1".into(), "g0".into()));
+    let got = s.allocate(&[&c], &n1, &used).unwrap().unwrap();
+    assert_eq!(devices_of(&got[0]), ["n1/g1", "n1/g2"]);
+    let terms = &got[0].node_selector.as_ref().unwrap().node_selector_terms;
+    assert_eq!(terms[0].match_fields.as_ref().unwrap()[0].values.as_deref(), Some(&["n1".to_string()][..]));
+    // Only one device on n2: two cannot be allocated there.
+    let n2 = node("n2").build();
+    assert_eq!(s.allocate(&[&c], &n2, &FxHashSet::default()).unwrap(), None);
+}
+
+#[test]
+fn match_attribute_backtracks_to_devices_that_agree() {
+    let s = state();
+    let c = claim(
+        "c",
+        vec![request("a", "gpu", None, Some(1), &[]), request("b", "gpu", None, Some(1), &[])],
+        vec![DeviceConstraint { match_attribute: Some("gpu.example.com/link".into()), ..Default::default() }],
+    );
+    // g0 (link 0) is tried first for `a`; no second device has link 0, so g1 + g2.
+    let got = s.allocate(&[&c], &node("n1").build(), &FxHashSet::default()).unwrap().unwrap();
+    assert_eq!(devices_of(&got[0]), ["n1/g1", "n1/g2"]);
+}
+
+#[test]
+fn all_mode_takes_every_matching_device_and_fails_if_one_is_held() {
+    let s = state();
+    let c = claim(
+        "c",
+        vec![request("r", "gpu", Some("All"), None, &[r#"device.attributes["gpu.example.com"].link == 1"#])],
+        vec![],
+    );
+    let n1 = node("n1").build();
+    let got = s.allocate(&[&c], &n1, &FxHashSet::default()).unwrap().unwrap();
+    assert_eq!(devices_of(&got[0]), ["n1/g1", "n1/g2"]);
+    let mut used = FxHashSet::default();
+    used.insert(("gpu.example.com".into(), "n1".into(), "g2".into()));
+    assert_eq!(s.allocate(&[&c], &n1, &used).unwrap(), None);
+}
+
+#[test]
+fn two_claims_of_one_pod_never_share_a_device_and_all_nodes_slices_add_no_selector() {
+    let mut s = state();
+    s.upsert_class(class("chan", "imex.example.com"));
+    s.upsert_slice(slice("imex", "imex.example.com", None, vec![device("ch0", &[])]));
+    let a = claim("a", vec![request("r", "gpu", None, Some(1), &[])], vec![]);
+    let b = claim("b", vec![request("r", "gpu", None, Some(1), &[])], vec![]);
+    let n2 = node("n2").build();
+    assert_eq!(s.allocate(&[&a, &b], &n2, &FxHashSet::default()).unwrap(), None, "n2 has one GPU");
+    let ch = claim("ch", vec![request("r", "chan", None, None, &[])], vec![]);
+    let got = s.allocate(&[&ch], &n2, &FxHashSet::default()).unwrap().unwrap();
+    assert_eq!(devices_of(&got[0]), ["imex/ch0"]);
+    assert_eq!(got[0].node_selector, None, "a device for all nodes does not restrict the node");
+}
+
+#[test]
+fn selector_errors_name_the_claim_and_the_device() {
+    let s = state();
+    let c = claim(
+        "c",
+        vec![request("r", "gpu", None, None, &[r#"device.attributes["gpu.example.com"].model == "x""#])],
+        vec![],
+    );
+    let err = s.allocate(&[&c], &node("n1").build(), &FxHashSet::default()).unwrap_err();
+    assert_eq!(
+        err,
+        "claim default/c: selector #0 on device gpu.example.com/n1/g0: CEL runtime error: no such key: model"
+    );
+}
+
+#[test]
+fn pending_allocations_hold_devices_until_the_store_shows_them_or_their_pods_go() {
+    let mut s = state();
+    let c = claim("c", vec![request("r", "gpu", None, Some(1), &[])], vec![]);
+    let got = s.allocate(&[&c], &node("n2").build(), &FxHashSet::default()).unwrap().unwrap();
+    s.record(c.key.clone(), Arc::new(got[0].clone()), ObjectKey::new("default", "p"));
+    assert_eq!(s.in_use().len(), 1);
+    assert_eq!(s.allocate(&[&c], &node("n2").build(), &s.in_use()).unwrap(), None, "n2's only GPU is held");
+    s.forget_pod(&ObjectKey::new("default", "p"));
+    assert!(s.in_use().is_empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// Cases of upstream's structured allocator tests (allocator_test.go, v1.36 features).
+
+const DRIVER: &str = "gpu.example.com";
+
+/// A device with `memory` capacity and a `driverVersion` version attribute.
+fn mem_device(name: &str, memory: &str, version: &str) -> Device {
+    Device {
+        name: name.into(),
+        capacity: Some(
+            [("memory".to_string(), DeviceCapacity { value: Quantity(memory.into()), ..Default::default() })]
+                .into(),
+        ),
+        attributes: Some(
+            [(
+                "driverVersion".to_string(),
+                DeviceAttribute { version: Some(version.into()), ..Default::default() },
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    }
+}
+
+fn memory_at_least(q: &str) -> String {
+    format!(r#"device.capacity["{DRIVER}"].memory.compareTo(quantity("{q}")) >= 0"#)
+}
+
+fn sub(name: &str, class: &str, count: i64, selectors: &[&str]) -> DeviceSubRequest {
+    DeviceSubRequest {
+        name: name.into(),
+        device_class_name: class.into(),
+        count: Some(count),
+        selectors: Some(selectors.iter().map(|s| sel(s)).collect()),
+        ..Default::default()
+    }
+}
+
+fn prioritized(name: &str, subs: Vec<DeviceSubRequest>) -> DeviceRequest {
+    DeviceRequest { name: name.into(), exactly: None, first_available: Some(subs) }
+}
+
+fn results_of(a: &AllocationResult) -> Vec<(String, String)> {
+    let list: &[DeviceRequestAllocationResult] =
+        a.devices.as_ref().and_then(|d| d.results.as_deref()).unwrap_or(&[]);
+    list.iter().map(|r| (r.request.clone(), format!("{}/{}", r.pool, r.device))).collect()
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+}
+
+fn one_node(devices: Vec<Device>) -> DraState {
+    let mut s = DraState::default();
+    s.upsert_class(class("gpu", DRIVER));
+    s.upsert_slice(slice("pool1", DRIVER, Some("n1"), devices));
+    s
+}
+
+fn alloc(s: &DraState, c: &ClaimEntry, used: &[&str]) -> Option<Vec<AllocationResult>> {
+    let used: FxHashSet<DeviceId> =
+        used.iter().map(|d| (DRIVER.into(), "pool1".into(), (*d).into())).collect();
+    s.allocate(&[c], &node("n1").build(), &used).unwrap()
+}
+
+#[test]
+fn prioritized_list_takes_the_first_subrequest_that_leads_to_a_full_solution() {
+    // "prioritized-list-subrequests-with-expressions": req0 backtracks to the 1Gi device so
+    // that req1's second subrequest gets the two 2Gi devices.
+    let s = one_node(vec![
+        mem_device("d1", "2Gi", "1.0.0"),
+        mem_device("d2", "2Gi", "1.0.0"),
+        mem_device("d3", "1Gi", "1.0.0"),
+    ]);
+    let (one, two, four) = (memory_at_least("1Gi"), memory_at_least("2Gi"), memory_at_least("4Gi"));
+    let c = claim(
+        "c",
+        vec![
+            request("req-0", "gpu", None, Some(1), &[&one]),
+            prioritized("req-1", vec![sub("sub-0", "gpu", 1, &[&four]), sub("sub-1", "gpu", 2, &[&two])]),
+        ],
+        vec![],
+    );
+    let got = alloc(&s, &c, &[]).expect("a solution");
+    assert_eq!(
+        results_of(&got[0]),
+        pairs(&[("req-0", "pool1/d3"), ("req-1/sub-1", "pool1/d1"), ("req-1/sub-1", "pool1/d2")])
+    );
+    // "prioritized-list-non-available": no subrequest can be satisfied.
+    let c = claim(
+        "c",
+        vec![prioritized("req-0", vec![sub("sub-0", "gpu", 4, &[]), sub("sub-1", "gpu", 5, &[])])],
+        vec![],
+    );
+    assert_eq!(alloc(&s, &c, &[]), None);
+}
+
+#[test]
+fn prioritized_list_falls_back_when_all_mode_cannot_have_every_device() {
+    // "prioritized-list-subrequests-with-allocation-mode-all": device1 is in use, so the
+    // `All` subrequest fails and the next one gets device2.
+    let s = one_node(vec![mem_device("device1", "1Gi", "1.0.0"), mem_device("device2", "1Gi", "1.0.0")]);
+    let mut all = sub("sub-0", "gpu", 1, &[]);
+    all.allocation_mode = Some("All".into());
+    all.count = None;
+    let c = claim("c", vec![prioritized("req-0", vec![all.clone(), sub("sub-1", "gpu", 1, &[])])], vec![]);
+    let got = alloc(&s, &c, &["device1"]).expect("a solution");
+    assert_eq!(results_of(&got[0]), pairs(&[("req-0/sub-1", "pool1/device2")]));
+    // "prioritized-list-allocation-mode-all-multiple-requests": req-0 holds device1.
+    let c = claim(
+        "c",
+        vec![
+            request("req-0", "gpu", None, Some(1), &[]),
+            prioritized("req-1", vec![all, sub("sub-1", "gpu", 1, &[])]),
+        ],
+        vec![],
+    );
+    let got = alloc(&s, &c, &[]).expect("a solution");
+    assert_eq!(results_of(&got[0]), pairs(&[("req-0", "pool1/device1"), ("req-1/sub-1", "pool1/device2")]));
+}
+
+#[test]
+fn constraints_name_a_parent_request_or_one_subrequest() {
+    let version = "gpu.example.com/driverVersion".to_string();
+    let s = {
+        let mut s = DraState::default();
+        s.upsert_class(class("gpu", DRIVER));
+        s.upsert_slice(slice("pool1", DRIVER, Some("n1"), vec![mem_device("device1", "8Gi", "1.0.0")]));
+        s.upsert_slice(slice(
+            "pool2",
+            DRIVER,
+            Some("n1"),
+            vec![mem_device("device2", "2Gi", "2.0.0"), mem_device("device3", "1Gi", "1.0.0")],
+        ));
+        s
+    };
+    let requests = || {
+        vec![
+            request("req-0", "gpu", None, Some(1), &[&memory_at_least("8Gi")]),
+            prioritized(
+                "req-1",
+                vec![
+                    sub("sub-0", "gpu", 1, &[&memory_at_least("2Gi")]),
+                    sub("sub-1", "gpu", 1, &[&memory_at_least("1Gi")]),
+                ],
+            ),
+        ]
+    };
+    let constraint = |names: &[&str]| DeviceConstraint {
+        match_attribute: Some(version.clone()),
+        requests: Some(names.iter().map(|n| n.to_string()).collect()),
+        ..Default::default()
+    };
+    let n1 = node("n1").build();
+    let none = FxHashSet::default();
+    // "...-ref-parent-request": the constraint covers both subrequests: device2 (2.0.0) is
+    // out, sub-1 gets device3 (1.0.0).
+    let c = claim("c", requests(), vec![constraint(&["req-0", "req-1"])]);
+    let got = s.allocate(&[&c], &n1, &none).unwrap().expect("a solution");
+    assert_eq!(results_of(&got[0]), pairs(&[("req-0", "pool1/device1"), ("req-1/sub-1", "pool2/device3")]));
+    // "...-ref-sub-request": only sub-0 is constrained; it fails, sub-1 is free to take
+    // device2 (the first device of at least 1Gi left).
+    let c = claim("c", requests(), vec![constraint(&["req-0", "req-1/sub-0"])]);
+    let got = s.allocate(&[&c], &n1, &none).unwrap().expect("a solution");
+    assert_eq!(results_of(&got[0]), pairs(&[("req-0", "pool1/device1"), ("req-1/sub-1", "pool2/device2")]));
+}
+
+#[test]
+fn distinct_attribute_needs_different_values_and_the_attribute_itself() {
+    // g0 link 0, g1 link 1, g2 link 1 on n1: two devices with distinct links are g0 + g1;
+    // three cannot be had.
+    let s = state();
+    let distinct =
+        || DeviceConstraint { distinct_attribute: Some("gpu.example.com/link".into()), ..Default::default() };
+    let c = claim("c", vec![request("r", "gpu", None, Some(2), &[])], vec![distinct()]);
+    let n1 = node("n1").build();
+    let got = s.allocate(&[&c], &n1, &FxHashSet::default()).unwrap().unwrap();
+    assert_eq!(devices_of(&got[0]), ["n1/g0", "n1/g1"]);
+    let c = claim("c", vec![request("r", "gpu", None, Some(3), &[])], vec![distinct()]);
+    assert_eq!(s.allocate(&[&c], &n1, &FxHashSet::default()).unwrap(), None);
+    // With g0 in use, g1 and g2 share their link: no solution.
+    let c = claim("c", vec![request("r", "gpu", None, Some(2), &[])], vec![distinct()]);
+    let mut used = FxHashSet::default();
+    used.insert((DRIVER.into(), "n1".into(), "g0".into()));
+    assert_eq!(s.allocate(&[&c], &n1, &used).unwrap(), None);
+    // A device without the attribute never satisfies the constraint.
+    let c = claim(
+        "c",
+        vec![request("r", "gpu", None, Some(1), &[])],
+        vec![DeviceConstraint {
+            distinct_attribute: Some("gpu.example.com/missing".into()),
+            ..Default::default()
+        }],
+    );
+    assert_eq!(s.allocate(&[&c], &n1, &FxHashSet::default()).unwrap(), None);
+}
+
+#[test]
+fn admin_access_takes_devices_in_use_and_leaves_them_free_for_others() {
+    let s = one_node(vec![mem_device("device1", "1Gi", "1.0.0")]);
+    let mut r = request("req-0", "gpu", None, Some(1), &[]);
+    if let Some(e) = r.exactly.as_mut() {
+        e.admin_access = Some(true);
+    }
+    let c = claim("admin", vec![r.clone()], vec![]);
+    // "admin-access-enabled": allocated although another claim holds the device.
+    let got = alloc(&s, &c, &["device1"]).expect("a solution");
+    let result = &got[0].devices.as_ref().unwrap().results.as_ref().unwrap()[0];
+    assert_eq!((result.device.as_str(), result.admin_access), ("device1", Some(true)));
+    // Never twice in one claim.
+    let twice = claim(
+        "admin",
+        vec![r.clone(), {
+            let mut r2 = r.clone();
+            r2.name = "req-1".into();
+            r2
+        }],
+        vec![],
+    );
+    assert_eq!(alloc(&s, &twice, &[]), None);
+    // An admin-access allocation does not put the device in use.
+    let mut state = s.clone();
+    let mut allocated = ResourceClaim::clone(&c.claim);
+    allocated.status = Some(placer_api::k8s::api::resource::v1::ResourceClaimStatus {
+        allocation: Some(got[0].clone()),
+        ..Default::default()
+    });
+    state.upsert_claim(Arc::new(allocated));
+    assert!(state.in_use().is_empty());
+}
+
+#[test]
+fn tainted_devices_go_only_to_requests_that_tolerate_their_taints() {
+    let taint = |effect: &str| DeviceTaint {
+        key: "example.com/taint".into(),
+        value: Some("tainted".into()),
+        effect: effect.into(),
+        time_added: None,
+    };
+    let mut tainted = mem_device("device1", "1Gi", "1.0.0");
+    tainted.taints = Some(vec![taint("NoSchedule")]);
+    let mut informational = mem_device("device2", "1Gi", "1.0.0");
+    informational.taints = Some(vec![taint("None")]);
+    let s = one_node(vec![tainted, informational]);
+    // "tainted-two-devices" (without tolerations): device1 is skipped, the `None` taint
+    // does not matter.
+    let c = claim("c", vec![request("req-0", "gpu", None, Some(1), &[])], vec![]);
+    assert_eq!(results_of(&alloc(&s, &c, &[]).unwrap()[0]), pairs(&[("req-0", "pool1/device2")]));
+    let two = claim("c", vec![request("req-0", "gpu", None, Some(2), &[])], vec![]);
+    assert_eq!(alloc(&s, &two, &[]), None);
+    // "tainted-all-devices-single": `All` needs every device, device1 is not tolerated.
+    let all = claim("c", vec![request("req-0", "gpu", Some("All"), None, &[])], vec![]);
+    assert_eq!(alloc(&s, &all, &[]), None);
+    // "tainted-tolerated": with a toleration (Equal and Exists forms) both are allocated
+    // and the tolerations are recorded in the results.
+    for toleration in [
+        DeviceToleration {
+            key: Some("example.com/taint".into()),
+            value: Some("tainted".into()),
+            ..Default::default()
+        },
+        DeviceToleration { operator: Some("Exists".into()), ..Default::default() },
+        DeviceToleration {
+            key: Some("example.com/taint".into()),
+            operator: Some("Exists".into()),
+            effect: Some("NoSchedule".into()),
+            ..Default::default()
+        },
+    ] {
+        let mut r = request("req-0", "gpu", None, Some(2), &[]);
+        r.exactly.as_mut().unwrap().tolerations = Some(vec![toleration.clone()]);
+        let c = claim("c", vec![r], vec![]);
+        let got = alloc(&s, &c, &[]).unwrap_or_else(|| panic!("{toleration:?} tolerates the taint"));
+        let results = got[0].devices.as_ref().unwrap().results.as_ref().unwrap();
+        assert_eq!(results.len(), 2);
+        assert!(results.iter().all(|r| r.tolerations.as_deref() == Some(&[toleration.clone()][..])));
+    }
+    // A toleration for another value or effect does not help.
+    for toleration in [
+        DeviceToleration {
+            key: Some("example.com/taint".into()),
+            value: Some("other".into()),
+            ..Default::default()
+        },
+        DeviceToleration {
+            key: Some("example.com/taint".into()),
+            operator: Some("Exists".into()),
+            effect: Some("NoExecute".into()),
+            ..Default::default()
+        },
+    ] {
+        let mut r = request("req-0", "gpu", None, Some(2), &[]);
+        r.exactly.as_mut().unwrap().tolerations = Some(vec![toleration]);
+        assert_eq!(alloc(&s, &claim("c", vec![r], vec![]), &[]), None);
+    }
+}
+
+#[test]
+fn all_mode_without_any_matching_device_has_no_solution() {
+    // Upstream: at least one device is required for `All`.
+    let s = state();
+    let c = claim(
+        "c",
+        vec![request("r", "gpu", Some("All"), None, &[r#"device.attributes["gpu.example.com"].link == 7"#])],
+        vec![],
+    );
+    assert_eq!(s.allocate(&[&c], &node("n1").build(), &FxHashSet::default()).unwrap(), None);
+}
+
+#[test]
+fn unsupported_features_are_errors_or_never_candidates() {
+    let mut shared = mem_device("shared", "1Gi", "1.0.0");
+    shared.allow_multiple_allocations = Some(true);
+    let s = one_node(vec![shared]);
+    let c = claim("c", vec![request("req-0", "gpu", None, Some(1), &[])], vec![]);
+    assert_eq!(alloc(&s, &c, &[]), None, "consumable-capacity devices are not allocated");
+    let mut r = request("req-0", "gpu", None, Some(1), &[]);
+    r.exactly.as_mut().unwrap().capacity = Some(placer_api::k8s::api::resource::v1::CapacityRequirements {
+        requests: Some([("memory".to_string(), Quantity("1Gi".into()))].into()),
+    });
+    let c = claim("c", vec![r], vec![]);
+    let err = s.check_requests(&c).unwrap_err();
+    assert!(err.contains("consumable capacity") && err.contains("default/c"), "{err}");
+    // A subrequest of a class that does not exist: upstream's message.
+    let c = claim("c", vec![prioritized("req-0", vec![sub("sub-0", "nope", 1, &[])])], vec![]);
+    assert_eq!(s.check_requests(&c).unwrap_err(), "request req-0/sub-0: device class nope does not exist");
+}
+
+#[test]
+fn a_pod_removed_for_a_simulation_frees_the_claims_only_it_used() {
+    use crate::plugins::testing::snapshot_with;
+    use placer_api::k8s::api::core::v1::{Container, Pod, PodResourceClaim, PodSpec};
+    let victim = |name: &str| {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                uid: Some(format!("uid-{name}")),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some("n1".into()),
+                resource_claims: Some(vec![PodResourceClaim {
+                    name: "gpu".into(),
+                    resource_claim_name: Some("c".into()),
+                    ..Default::default()
+                }]),
+                containers: vec![Container { name: "c".into(), ..Default::default() }],
+                ..Default::default()
+            }),
+            status: None,
+        };
+        PodInfo::from_pod(Arc::new(pod)).unwrap()
+    };
+    let consumer = |name: &str| ResourceClaimConsumerReference {
+        api_group: None,
+        resource: "pods".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+    };
+    for (holders, freed) in [(vec!["a"], true), (vec!["a", "b"], false)] {
+        let pods: Vec<PodInfo> = holders.iter().map(|h| victim(h)).collect();
+        let mut snap = snapshot_with(vec![node("n1").cpu("8").build()], pods.clone());
+        let entry = claim("c", vec![request("r", "gpu", None, Some(1), &[])], vec![]);
+        let allocation = s_alloc(&entry);
+        let mut stored = ResourceClaim::clone(&entry.claim);
+        stored.status = Some(placer_api::k8s::api::resource::v1::ResourceClaimStatus {
+            allocation: Some(allocation),
+            reserved_for: Some(holders.iter().map(|h| consumer(h)).collect()),
+            ..Default::default()
+        });
+        {
+            let dra = snap.dra_mut();
+            *dra = state();
+            dra.upsert_claim(Arc::new(stored));
+        }
+        assert_eq!(snap.dra().in_use().len(), 1);
+        let mark = snap.checkpoint();
+        let removed = snap.remove_for_simulation(&pods[0].key).expect("placed");
+        assert_eq!(snap.dra().in_use().is_empty(), freed, "holders {holders:?}");
+        // Put back (a reprieve), then rolled back: held again either way.
+        let n1 = snap.node_id("n1").unwrap();
+        snap.assume(removed, n1);
+        assert_eq!(snap.dra().in_use().len(), 1);
+        snap.rollback(mark);
+        assert_eq!(snap.dra().in_use().len(), 1);
+    }
+}
+
+/// `entry` allocated on n1 of [`state`].
+fn s_alloc(entry: &ClaimEntry) -> AllocationResult {
+    state().allocate(&[entry], &node("n1").build(), &FxHashSet::default()).unwrap().unwrap().remove(0)
+}
+
+#[test]
+fn copies_count_the_pods_a_node_s_free_devices_serve() {
+    let s = state();
+    let n1 = node("n1").build();
+    let none = FxHashSet::default();
+    let one = claim("c", vec![request("r", "gpu", None, Some(1), &[])], vec![]);
+    let two = claim("c", vec![request("r", "gpu", None, Some(2), &[])], vec![]);
+    assert_eq!(s.copies(&[&one], &n1, &none, 110), 3, "three GPUs on n1");
+    assert_eq!(s.copies(&[&one], &n1, &none, 2), 2, "at most the limit");
+    assert_eq!(s.copies(&[&two], &n1, &none, 110), 1);
+    let mut used = FxHashSet::default();
+    used.insert((DRIVER.into(), "n1".into(), "g1".into()));
+    assert_eq!(s.copies(&[&one], &n1, &used, 110), 2, "a device in use is not counted");
+    assert_eq!(s.copies(&[&one], &node("n3").build(), &none, 110), 0, "no devices");
+}

@@ -888,6 +888,7 @@ mod binding_tests;
 mod cycle;
 mod outcome;
 mod preempt;
+mod tas_preempt;
 mod tas_unit;
 #[cfg(test)]
 mod tests;

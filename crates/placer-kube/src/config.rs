@@ -22,6 +22,10 @@
 //! binding: {concurrency: 64}          # binding calls in flight at once
 //! evictGangOnFailedNode: true         # lost pods with no replacement: evict and re-place
 //!                                     # the gang (default: on with topologyLevels, else off)
+//! topologyAlgorithms:                 # with topologyLevels; absent kinds follow the gates
+//!   required: BestFit                 # BestFit or LeastFreeCapacity
+//!   preferred: BalancedPlacement      # BestFit, LeastFreeCapacity or BalancedPlacement
+//!   unconstrained: LeastFreeCapacity  # BestFit or LeastFreeCapacity
 //! ```
 //!
 //! Parsing rejects unknown fields; validation then checks every value and reports the
@@ -116,6 +120,18 @@ pub struct FileConfig {
     /// gang and place it again (`true`) or keep them Pending (`false`). Absent: on with
     /// `topologyLevels`, off without.
     pub evict_gang_on_failed_node: Option<bool>,
+    /// The seed 002 algorithm per kind of topology request (with `topologyLevels`).
+    pub topology_algorithms: Option<TopologyAlgorithmsFile>,
+}
+
+/// `topologyAlgorithms`: `BestFit`, `LeastFreeCapacity` or `BalancedPlacement` (preferred
+/// only) for required, preferred and unconstrained requests.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TopologyAlgorithmsFile {
+    pub required: Option<String>,
+    pub preferred: Option<String>,
+    pub unconstrained: Option<String>,
 }
 
 /// `clientConnection` (as in `KubeSchedulerConfiguration`).
@@ -420,6 +436,19 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
         Some(n) => return Err(c.err("binding.concurrency", format!("must be between 1 and 10000, not {n}"))),
     };
 
+    let topology_algorithms = match &raw.topology_algorithms {
+        None => Default::default(),
+        Some(a) => placer_engine::TopologyAlgorithms::from_names(
+            a.required.as_deref(),
+            a.preferred.as_deref(),
+            a.unconstrained.as_deref(),
+        )
+        .map_err(|m| {
+            let (field, message) = m.split_once(": ").unwrap_or(("topologyAlgorithms", m.as_str()));
+            c.err(field, message.to_string())
+        })?,
+    };
+
     let scheduler = SchedulerConfig {
         scheduler_names: vec![scheduler_name.clone()],
         gates,
@@ -431,6 +460,7 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
         pod_initial_backoff_ms: initial,
         pod_max_backoff_ms: max,
         evict_gang_on_failed_node: raw.evict_gang_on_failed_node,
+        topology_algorithms,
         // Settings the file does not expose keep the engine's defaults.
         ..defaults
     };
@@ -652,7 +682,16 @@ leaderElection: {enabled: true, leaseName: placer-lock, namespace: placer-system
 metricsAddr: "127.0.0.1:9090"
 jobController: {enabled: false}
 evictGangOnFailedNode: false
+topologyAlgorithms: {required: LeastFreeCapacity, preferred: BalancedPlacement}
 "#,
+        );
+        assert_eq!(
+            s.scheduler.topology_algorithms,
+            placer_engine::TopologyAlgorithms {
+                required: Some(placer_engine::TopologyAlgorithm::LeastFreeCapacity),
+                preferred: Some(placer_engine::TopologyAlgorithm::BalancedPlacement),
+                unconstrained: None,
+            }
         );
         assert_eq!(s.scheduler.evict_gang_on_failed_node, Some(false));
         assert!(!s.scheduler.evicts_gang_on_failed_node(), "the option overrides the hierarchical default");
@@ -705,6 +744,11 @@ evictGangOnFailedNode: false
             .starts_with("placer.yaml: nodeResourcesFitStrategy.type:"));
         assert!(parse_err("nodeResourcesFitStrategy: {type: RequestedToCapacityRatio}")
             .starts_with("placer.yaml: nodeResourcesFitStrategy.shape:"));
+        assert!(parse_err("topologyAlgorithms: {required: BalancedPlacement}")
+            .starts_with("placer.yaml: topologyAlgorithms.required: BalancedPlacement applies to preferred"));
+        assert!(parse_err("topologyAlgorithms: {unconstrained: Fast}")
+            .starts_with("placer.yaml: topologyAlgorithms.unconstrained: unknown algorithm \"Fast\""));
+        assert!(parse_err("topologyAlgorithms: {mixed: BestFit}").contains("mixed"));
     }
 
     #[test]

@@ -34,7 +34,10 @@ pub use expect::{CheckReport, Failure};
 pub use load::{load_file, load_str, LoadError, Problem};
 pub use placer_metrics::{Clock as MetricsClock, Metrics};
 pub use report::{ClusterSummary, GroupRow, GroupState};
-pub use run::{add_admission_plugins, add_admission_plugins_for, run, scheduler_config, setup_cluster, RunError, RunOptions, RunReport};
+pub use run::{
+    add_admission_plugins, add_admission_plugins_for, run, scheduler_config, setup_cluster, RunError,
+    RunOptions, RunReport,
+};
 pub use scenario::Scenario;
 
 /// What became of one scenario file.

@@ -97,7 +97,11 @@ struct Layer {
 }
 
 /// Kueue's webhook rules on one pod template's annotations (`count`: the PodSet's pods).
-pub fn validate_template(annotations: &BTreeMap<String, String>, count: i32, gates: &FeatureGates) -> Vec<FieldError> {
+pub fn validate_template(
+    annotations: &BTreeMap<String, String>,
+    count: i32,
+    gates: &FeatureGates,
+) -> Vec<FieldError> {
     let get = |k: &str| annotations.get(k).map(String::as_str);
     let required = get(PODSET_REQUIRED_TOPOLOGY);
     let preferred = get(PODSET_PREFERRED_TOPOLOGY);
@@ -116,9 +120,11 @@ pub fn validate_template(annotations: &BTreeMap<String, String>, count: i32, gat
             ),
         });
     }
-    for (key, value) in
-        [(PODSET_REQUIRED_TOPOLOGY, required), (PODSET_PREFERRED_TOPOLOGY, preferred), (PODSET_SLICE_REQUIRED_TOPOLOGY, slice_level)]
-    {
+    for (key, value) in [
+        (PODSET_REQUIRED_TOPOLOGY, required),
+        (PODSET_PREFERRED_TOPOLOGY, preferred),
+        (PODSET_SLICE_REQUIRED_TOPOLOGY, slice_level),
+    ] {
         if let Some(v) = value {
             if let Err(why) = check_label_key(v) {
                 errs.push(invalid(at(key), v, why));
@@ -130,7 +136,10 @@ pub fn validate_template(annotations: &BTreeMap<String, String>, count: i32, gat
             errs.push(invalid(at(PODSET_GROUP_NAME), name, "must not be a number"));
         }
         if slice_size.is_some() {
-            errs.push(forbidden(at(PODSET_GROUP_NAME), format!("may not be set when '{PODSET_SLICE_SIZE}' is specified")));
+            errs.push(forbidden(
+                at(PODSET_GROUP_NAME),
+                format!("may not be set when '{PODSET_SLICE_SIZE}' is specified"),
+            ));
         }
         if slice_level.is_some() {
             errs.push(forbidden(
@@ -155,13 +164,17 @@ pub fn validate_template(annotations: &BTreeMap<String, String>, count: i32, gat
     let size = slice_size.map(|v| (v, parse_i32(v)));
     match size {
         Some((v, None)) => errs.push(invalid(at(PODSET_SLICE_SIZE), v, "must be a numeric value")),
-        Some((v, Some(n))) if n < 1 => errs.push(invalid(at(PODSET_SLICE_SIZE), v, "must be greater than or equal to 1")),
+        Some((v, Some(n))) if n < 1 => {
+            errs.push(invalid(at(PODSET_SLICE_SIZE), v, "must be greater than or equal to 1"))
+        }
         _ => {}
     }
     match (slice_level, slice_size) {
         (Some(_), None) => errs.push(FieldError {
             field: at(PODSET_SLICE_SIZE),
-            message: format!("Required value: must be set when '{PODSET_SLICE_REQUIRED_TOPOLOGY}' is specified"),
+            message: format!(
+                "Required value: must be set when '{PODSET_SLICE_REQUIRED_TOPOLOGY}' is specified"
+            ),
         }),
         (None, Some(_)) => errs.push(forbidden(
             at(PODSET_SLICE_SIZE),
@@ -170,7 +183,15 @@ pub fn validate_template(annotations: &BTreeMap<String, String>, count: i32, gat
         _ => {}
     }
     if let Some(json) = get(PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS) {
-        validate_layers(json, slice_level.is_some(), slice_size.is_some(), group.is_some(), count, gates, &mut errs);
+        validate_layers(
+            json,
+            slice_level.is_some(),
+            slice_size.is_some(),
+            group.is_some(),
+            count,
+            gates,
+            &mut errs,
+        );
     }
     if !errs.is_empty() {
         return errs;
@@ -178,7 +199,11 @@ pub fn validate_template(annotations: &BTreeMap<String, String>, count: i32, gat
     // ValidateSliceSizeAnnotationUpperBound (only once the rest holds).
     if let Some((v, Some(n))) = size {
         if n > count {
-            errs.push(invalid(at(PODSET_SLICE_SIZE), v, format!("must not be greater than pod set count {count}")));
+            errs.push(invalid(
+                at(PODSET_SLICE_SIZE),
+                v,
+                format!("must not be greater than pod set count {count}"),
+            ));
         }
     }
     errs
@@ -198,7 +223,10 @@ fn validate_layers(
     if !gates.enabled(Gate::TASMultiLayerTopology) {
         errs.push(forbidden(
             field,
-            format!("the {} feature gate must be enabled to use this annotation", Gate::TASMultiLayerTopology),
+            format!(
+                "the {} feature gate must be enabled to use this annotation",
+                Gate::TASMultiLayerTopology
+            ),
         ));
         return;
     }
@@ -209,7 +237,10 @@ fn validate_layers(
         ));
     }
     if slice_size {
-        errs.push(forbidden(field.clone(), format!("may not be set when '{PODSET_SLICE_SIZE}' is specified")));
+        errs.push(forbidden(
+            field.clone(),
+            format!("may not be set when '{PODSET_SLICE_SIZE}' is specified"),
+        ));
     }
     if group {
         errs.push(forbidden(
@@ -259,7 +290,10 @@ fn validate_layers(
     if errs.is_empty() && layers[0].size > count {
         errs.push(FieldError {
             field,
-            message: format!("Invalid value: {}: must not be greater than pod set count {count}", layers[0].size),
+            message: format!(
+                "Invalid value: {}: must not be greater than pod set count {count}",
+                layers[0].size
+            ),
         });
     }
 }
@@ -279,7 +313,10 @@ pub fn validate_job(job: &Job, levels: &[String], gates: &FeatureGates) -> Vec<F
     if errs.is_empty() {
         let pods = u32::try_from(count.max(0)).unwrap_or(0);
         if let Err(why) = placer_engine::check_topology_annotations(annotations, levels, gates, pods) {
-            errs.push(FieldError { field: ANNOTATIONS.to_string(), message: format!("Invalid value: {why}") });
+            errs.push(FieldError {
+                field: ANNOTATIONS.to_string(),
+                message: format!("Invalid value: {why}"),
+            });
         }
     }
     errs
@@ -350,11 +387,22 @@ mod tests {
     #[test]
     fn valid_requests_pass() {
         assert!(errors(4, &[(PODSET_REQUIRED_TOPOLOGY, BLOCK)]).is_empty());
-        assert!(errors(4, &[(PODSET_REQUIRED_TOPOLOGY, BLOCK), (PODSET_SLICE_REQUIRED_TOPOLOGY, BLOCK), (PODSET_SLICE_SIZE, "1")])
-            .is_empty());
         assert!(errors(
             4,
-            &[(PODSET_UNCONSTRAINED_TOPOLOGY, "true"), (PODSET_SLICE_REQUIRED_TOPOLOGY, BLOCK), (PODSET_SLICE_SIZE, "1")]
+            &[
+                (PODSET_REQUIRED_TOPOLOGY, BLOCK),
+                (PODSET_SLICE_REQUIRED_TOPOLOGY, BLOCK),
+                (PODSET_SLICE_SIZE, "1")
+            ]
+        )
+        .is_empty());
+        assert!(errors(
+            4,
+            &[
+                (PODSET_UNCONSTRAINED_TOPOLOGY, "true"),
+                (PODSET_SLICE_REQUIRED_TOPOLOGY, BLOCK),
+                (PODSET_SLICE_SIZE, "1")
+            ]
         )
         .is_empty());
         assert!(errors(4, &[(PODSET_SLICE_REQUIRED_TOPOLOGY, BLOCK), (PODSET_SLICE_SIZE, "1")]).is_empty());
@@ -382,13 +430,22 @@ mod tests {
             "{e:?}"
         );
         let e = errors(4, &[(PODSET_PREFERRED_TOPOLOGY, "some preferred value")]);
-        assert!(e[0].starts_with("spec.template.metadata.annotations[kueue.x-k8s.io/podset-preferred-topology]"));
+        assert!(
+            e[0].starts_with("spec.template.metadata.annotations[kueue.x-k8s.io/podset-preferred-topology]")
+        );
     }
 
     #[test]
     fn slice_size_rules() {
         let slice = |size: &'static str| {
-            errors(4, &[(PODSET_REQUIRED_TOPOLOGY, BLOCK), (PODSET_SLICE_REQUIRED_TOPOLOGY, BLOCK), (PODSET_SLICE_SIZE, size)])
+            errors(
+                4,
+                &[
+                    (PODSET_REQUIRED_TOPOLOGY, BLOCK),
+                    (PODSET_SLICE_REQUIRED_TOPOLOGY, BLOCK),
+                    (PODSET_SLICE_SIZE, size),
+                ],
+            )
         };
         assert_eq!(
             errors(4, &[(PODSET_REQUIRED_TOPOLOGY, BLOCK), (PODSET_SLICE_REQUIRED_TOPOLOGY, BLOCK)]),
@@ -443,9 +500,16 @@ mod tests {
 
     #[test]
     fn multi_layer_rules() {
-        let layers = |json: &'static str| errors(64, &[(PODSET_REQUIRED_TOPOLOGY, BLOCK), (PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS, json)]);
-        assert!(layers(r#"[{"topology": "cloud.com/block", "size": 32}, {"topology": "cloud.com/rack", "size": 16}]"#)
-            .is_empty());
+        let layers = |json: &'static str| {
+            errors(
+                64,
+                &[(PODSET_REQUIRED_TOPOLOGY, BLOCK), (PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS, json)],
+            )
+        };
+        assert!(layers(
+            r#"[{"topology": "cloud.com/block", "size": 32}, {"topology": "cloud.com/rack", "size": 16}]"#
+        )
+        .is_empty());
         assert_eq!(
             layers(r#"[{"topology": "cloud.com/block", "size": 32}, {"topology": "cloud.com/rack", "size": 12}]"#),
             ["spec.template.metadata.annotations[kueue.x-k8s.io/podset-slice-required-topology-constraints][1].size: \
@@ -469,13 +533,27 @@ mod tests {
         assert!(e[0].to_string().starts_with("spec.template.metadata.annotations: Invalid value: "), "{e:?}");
         assert!(e[0].to_string().contains("\"cloud.com/block\", which is not a topology level"), "{e:?}");
         let e = validate_job(
-            &job(4, &[(PODSET_REQUIRED_TOPOLOGY, "kubernetes.io/hostname"), (PODSET_SLICE_REQUIRED_TOPOLOGY, "rack"), (PODSET_SLICE_SIZE, "2")]),
+            &job(
+                4,
+                &[
+                    (PODSET_REQUIRED_TOPOLOGY, "kubernetes.io/hostname"),
+                    (PODSET_SLICE_REQUIRED_TOPOLOGY, "rack"),
+                    (PODSET_SLICE_SIZE, "2"),
+                ],
+            ),
             &levels,
             &gates,
         );
         assert!(e[0].to_string().contains("is above the main level"), "{e:?}");
         let e = validate_job(
-            &job(4, &[(PODSET_REQUIRED_TOPOLOGY, "rack"), (PODSET_SLICE_REQUIRED_TOPOLOGY, "rack"), (PODSET_SLICE_SIZE, "3")]),
+            &job(
+                4,
+                &[
+                    (PODSET_REQUIRED_TOPOLOGY, "rack"),
+                    (PODSET_SLICE_REQUIRED_TOPOLOGY, "rack"),
+                    (PODSET_SLICE_SIZE, "3"),
+                ],
+            ),
             &levels,
             &gates,
         );
@@ -487,7 +565,10 @@ mod tests {
     fn the_denial_names_the_webhook() {
         let e = errors(4, &[(PODSET_UNCONSTRAINED_TOPOLOGY, "yes")]);
         assert!(e.len() == 1);
-        let errs = validate_job(&job(4, &[(PODSET_UNCONSTRAINED_TOPOLOGY, "yes")]), &[], &FeatureGates::default());
-        assert!(denial(&errs).starts_with("admission webhook \"vjob.kb.io\" denied the request: spec.template"));
+        let errs =
+            validate_job(&job(4, &[(PODSET_UNCONSTRAINED_TOPOLOGY, "yes")]), &[], &FeatureGates::default());
+        assert!(
+            denial(&errs).starts_with("admission webhook \"vjob.kb.io\" denied the request: spec.template")
+        );
     }
 }

@@ -629,9 +629,14 @@ fn a_job_with_invalid_topology_annotations_is_rejected_at_creation() {
     );
     assert!(store.list(Kind::Job).is_empty(), "nothing was created");
     // Against the topology: a level the scheduler does not have.
-    let unknown = with_template_annotation(gang_job("train", 4), annotations::PODSET_REQUIRED_TOPOLOGY, "block");
+    let unknown =
+        with_template_annotation(gang_job("train", 4), annotations::PODSET_REQUIRED_TOPOLOGY, "block");
     let err = store.create(Object::Job(unknown)).unwrap_err().to_string();
-    assert!(err.contains("Job default/train is forbidden") && err.contains("kueue.x-k8s.io/podset-required-topology names level \"block\""), "{err}");
+    assert!(
+        err.contains("Job default/train is forbidden")
+            && err.contains("kueue.x-k8s.io/podset-required-topology names level \"block\""),
+        "{err}"
+    );
     // A valid request is admitted, and so is an update that keeps it valid.
     let ok = with_template_annotation(gang_job("train", 4), annotations::PODSET_REQUIRED_TOPOLOGY, "rack");
     store.create(Object::Job(ok)).unwrap();

@@ -29,7 +29,8 @@ impl Engine {
             .iter()
             .flat_map(|(k, _)| self.groups.get(k).map(|e| e.members.clone()).unwrap_or_default())
             .collect();
-        let room = refs.iter().flat_map(|c| c.pods.iter()).map(|p| self.nomination_priority(p)).min().unwrap_or(0);
+        let room =
+            refs.iter().flat_map(|c| c.pods.iter()).map(|p| self.nomination_priority(p)).min().unwrap_or(0);
         let mark = self.assume_nominated_pods(room, |k| own.contains(k));
         let Strategy::Hierarchical(cache) = &mut self.strategy else {
             self.snapshot.rollback(mark);

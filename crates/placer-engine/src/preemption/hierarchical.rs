@@ -75,7 +75,8 @@ pub fn unit_priority(cycles: &[&GroupCycle]) -> i32 {
         .filter(|c| !c.pods.is_empty())
         .map(|c| {
             let spec = &c.group.pod_group.spec;
-            let set = spec.priority.is_some() || spec.priority_class_name.as_deref().is_some_and(|n| !n.is_empty());
+            let set =
+                spec.priority.is_some() || spec.priority_class_name.as_deref().is_some_and(|n| !n.is_empty());
             match (set, c.group.priority) {
                 (true, Some(p)) => p,
                 _ => c.pods.iter().map(|p| p.priority).min().unwrap_or(0),

@@ -40,7 +40,8 @@ use crate::snapshot::Snapshot;
 use super::pdb::{split_by_violation, Budget};
 use super::victims::{priority_tiers, remove_unit, restore_unit, workload_units, VictimUnit};
 use super::{
-    preemptor_priority, waiting_on_terminating, PreemptionEnv, MSG_NOT_ELIGIBLE_NEVER, MSG_NO_VICTIMS_PREEMPTOR,
+    preemptor_priority, waiting_on_terminating, PreemptionEnv, MSG_NOT_ELIGIBLE_NEVER,
+    MSG_NO_VICTIMS_PREEMPTOR,
 };
 
 /// A victim set that lets a group fit inside one node set.

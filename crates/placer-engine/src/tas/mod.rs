@@ -225,13 +225,15 @@ impl AlgorithmChoice {
             } else {
                 Algorithm::BestFit
             }),
-            TopologyMode::Preferred(_) => self.preferred.unwrap_or(if gates.enabled(Gate::TASBalancedPlacement) {
-                Algorithm::BalancedPlacement
-            } else if lfc_profile {
-                Algorithm::LeastFreeCapacity
-            } else {
-                Algorithm::BestFit
-            }),
+            TopologyMode::Preferred(_) => {
+                self.preferred.unwrap_or(if gates.enabled(Gate::TASBalancedPlacement) {
+                    Algorithm::BalancedPlacement
+                } else if lfc_profile {
+                    Algorithm::LeastFreeCapacity
+                } else {
+                    Algorithm::BestFit
+                })
+            }
             TopologyMode::Unconstrained | TopologyMode::Implied | TopologyMode::SliceOnly => {
                 let mixed = gates.enabled(Gate::TASProfileMixed) && !gates.enabled(Gate::TASProfileBestFit);
                 self.unconstrained.unwrap_or(if lfc_profile || mixed {

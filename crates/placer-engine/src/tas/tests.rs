@@ -137,7 +137,8 @@ mod rack_3_3_2_1 {
             assert_eq!(per_leaf(&a), counts(&[("a", 3), ("b", 3), ("d", 1)]));
         }
 
-        let pref_lfc = AlgorithmChoice { preferred: Some(Algorithm::LeastFreeCapacity), ..Default::default() };
+        let pref_lfc =
+            AlgorithmChoice { preferred: Some(Algorithm::LeastFreeCapacity), ..Default::default() };
         let a = solve_with(7, TopologyMode::Preferred(0), pref_lfc, &FeatureGates::default());
         assert_eq!(a.algorithm, Algorithm::LeastFreeCapacity);
     }
@@ -147,7 +148,10 @@ mod rack_3_3_2_1 {
         let g = gates(&[(Gate::TASProfileLeastFreeCapacity, true)]);
         let best = AlgorithmChoice { required: Some(Algorithm::BestFit), ..Default::default() };
         assert_eq!(solve_with(7, TopologyMode::Required(0), best, &g).algorithm, Algorithm::BestFit);
-        assert_eq!(solve_with(7, TopologyMode::Preferred(0), best, &g).algorithm, Algorithm::LeastFreeCapacity);
+        assert_eq!(
+            solve_with(7, TopologyMode::Preferred(0), best, &g).algorithm,
+            Algorithm::LeastFreeCapacity
+        );
         // Defaults reproduce every gate combination of SEMANTICS §5.
         let none = AlgorithmChoice::default();
         let default = FeatureGates::default();
@@ -164,7 +168,8 @@ mod rack_3_3_2_1 {
 
     #[test]
     fn profile_names_are_checked() {
-        let c = AlgorithmChoice::from_names(Some("LeastFreeCapacity"), Some("BalancedPlacement"), None).unwrap();
+        let c =
+            AlgorithmChoice::from_names(Some("LeastFreeCapacity"), Some("BalancedPlacement"), None).unwrap();
         assert_eq!(c.required, Some(Algorithm::LeastFreeCapacity));
         assert_eq!(c.preferred, Some(Algorithm::BalancedPlacement));
         assert_eq!(c.unconstrained, None);
@@ -175,7 +180,12 @@ mod rack_3_3_2_1 {
              LeastFreeCapacity, BalancedPlacement"
         );
         let e = AlgorithmChoice::from_names(Some("BalancedPlacement"), None, None).unwrap_err();
-        assert!(e.starts_with("topologyAlgorithms.required: BalancedPlacement applies to preferred requests only"), "{e}");
+        assert!(
+            e.starts_with(
+                "topologyAlgorithms.required: BalancedPlacement applies to preferred requests only"
+            ),
+            "{e}"
+        );
         let e = AlgorithmChoice::from_names(None, None, Some("BalancedPlacement")).unwrap_err();
         assert!(e.starts_with("topologyAlgorithms.unconstrained:"), "{e}");
     }

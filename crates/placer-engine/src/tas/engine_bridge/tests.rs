@@ -255,7 +255,10 @@ fn the_pod_group_pod_index_label_orders_plain_pods() {
     assert_eq!(order_by(|i| json!({POD_GROUP_POD_INDEX: i.to_string()}), none), vec![1, 3, 0, 2]);
     // It comes before the completion index.
     assert_eq!(
-        order_by(|i| json!({POD_GROUP_POD_INDEX: i.to_string(), JOB_COMPLETION_INDEX: (3 - i).to_string()}), none),
+        order_by(
+            |i| json!({POD_GROUP_POD_INDEX: i.to_string(), JOB_COMPLETION_INDEX: (3 - i).to_string()}),
+            none
+        ),
         vec![1, 3, 0, 2]
     );
     // The annotation names a custom label; it wins over the pod-group-pod-index label.
@@ -269,7 +272,10 @@ fn the_pod_group_pod_index_label_orders_plain_pods() {
     // A named label that is missing leaves the pod without an index (Kueue copies ""):
     // arrival order.
     assert_eq!(
-        order_by(|i| json!({POD_GROUP_POD_INDEX: i.to_string()}), |_| json!({POD_GROUP_POD_INDEX_LABEL: "x/y"})),
+        order_by(
+            |i| json!({POD_GROUP_POD_INDEX: i.to_string()}),
+            |_| json!({POD_GROUP_POD_INDEX_LABEL: "x/y"})
+        ),
         vec![0, 1, 2, 3]
     );
     // Values read as Go's ParseUint: no sign, no spaces.

@@ -1,7 +1,7 @@
 //! The hierarchical strategy's cycle with Kueue-mode preemption
 //! ([`crate::preemption::hierarchical`]): nominated pods of at least the unit's priority
 //! are counted as placed, the unit is placed by the seed 002 algorithms, and a unit that
-//! does not fit may evict lower-priority workloads. The preemption is carried out like the
+//! does not fit may evict lower-priority workloads (gate `WorkloadAwarePreemption`). The preemption is carried out like the
 //! KEP-5732 path's (`outcome.rs`: evictions, `DisruptionTarget`, nominations, the
 //! `PodGroupScheduled=False` condition while it waits).
 
@@ -40,7 +40,10 @@ impl Engine {
         let mut decisions = hierarchical_assignment(&ctx, &mut self.snapshot, cache, &refs);
         let unschedulable = decisions.iter().flatten().count() > 0
             && decisions.iter().flatten().all(|d| matches!(d.outcome, GroupOutcome::Unschedulable { .. }));
-        if unschedulable {
+        // Workload-aware preemption (the PodGroup preempts with its priority, victims by
+        // disruption unit) is what Kueue-mode preemption is; like Kueue's ClusterQueue
+        // default (`withinClusterQueue: Never`) it is off unless the gate turns it on.
+        if unschedulable && self.config.gates.enabled(Gate::WorkloadAwarePreemption) {
             let env = PreemptionEnv {
                 algo: &self.fw,
                 groups: &self.groups,

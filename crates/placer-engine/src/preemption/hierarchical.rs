@@ -1,6 +1,8 @@
 //! Preemption for the hierarchical strategy (seed 002, Kueue's Topology Aware Scheduling):
 //! a unit (one PodGroup, or a leader + workers PodGroup pair) whose topology request does
-//! not fit may evict lower-priority workloads.
+//! not fit may evict lower-priority workloads. The engine runs it with the gate
+//! `WorkloadAwarePreemption` on (off by default, as Kueue's ClusterQueues default to
+//! `withinClusterQueue: Never`).
 //!
 //! Kueue's classical preemption (`pkg/scheduler/preemption/preemption.go`,
 //! `classicalPreemptions`, `fillBackWorkloads`; ordering `preemption/common/ordering.go`),

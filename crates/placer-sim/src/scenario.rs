@@ -164,7 +164,7 @@ pub struct ProfileSpec {
 
 /// `scheduler.profile.topologyAlgorithms`: `BestFit`, `LeastFreeCapacity` or
 /// `BalancedPlacement` (preferred only) per kind of request.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TopologyAlgorithmsSpec {
     #[serde(default)]

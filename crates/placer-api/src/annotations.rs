@@ -19,6 +19,12 @@ pub const PODSET_GROUP_NAME: &str = "kueue.x-k8s.io/podset-group-name";
 /// Kueue: the first pod index of this PodSet.
 pub const POD_INDEX_OFFSET: &str = "kueue.x-k8s.io/pod-index-offset";
 
+/// Kueue: the index (rank) of a pod in its pod group, read for rank-ordered placement.
+pub const POD_GROUP_POD_INDEX: &str = "kueue.x-k8s.io/pod-group-pod-index";
+/// Kueue (annotation on a pod): names the label that holds the pod's index; Kueue's pod
+/// webhook copies that label's value into [`POD_GROUP_POD_INDEX`].
+pub const POD_GROUP_POD_INDEX_LABEL: &str = "kueue.x-k8s.io/pod-group-pod-index-label";
+
 /// Upstream Job controller: completion index of an Indexed Job's pod.
 pub const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 

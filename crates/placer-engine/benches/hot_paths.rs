@@ -193,6 +193,7 @@ fn bench_tas(c: &mut Criterion) {
         leader: None,
         request: &request,
         gates: &gates,
+        algorithms: Default::default(),
     };
     let tree = DomainTree::new(&levels, &nodes).expect("tree builds");
     let mut g = c.benchmark_group("tas");

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 
 use placer_api::gates::FeatureGates;
 
+pub use crate::tas::{Algorithm as TopologyAlgorithm, AlgorithmChoice as TopologyAlgorithms};
+
 /// How the engine is set up. The same struct serves the simulator (a scenario's
 /// `scheduler` block) and `placer serve` (its configuration file).
 #[derive(Debug, Clone)]
@@ -44,6 +46,9 @@ pub struct SchedulerConfig {
     /// default, on with `topologyLevels` (Kueue's `TASFailedNodeReplacementFailFast`
     /// gate), off without (KEP-5732 keeps them Pending in the old domain).
     pub evict_gang_on_failed_node: Option<bool>,
+    /// Profile option `topologyAlgorithms` (with `topologyLevels`): the seed 002 algorithm
+    /// of required, preferred and unconstrained requests; unset kinds follow the gates.
+    pub topology_algorithms: TopologyAlgorithms,
 }
 
 impl SchedulerConfig {
@@ -218,6 +223,7 @@ impl Default for SchedulerConfig {
             placement_search: PlacementSearch::Optimized,
             plugins: PluginsConfig::default(),
             evict_gang_on_failed_node: None,
+            topology_algorithms: TopologyAlgorithms::default(),
         }
     }
 }

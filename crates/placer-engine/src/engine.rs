@@ -912,6 +912,7 @@ mod explain;
 pub use explain::{DomainFit, FilterSummary, GroupExplanation};
 mod outcome;
 mod preempt;
+mod tas_preempt;
 mod tas_unit;
 #[cfg(test)]
 mod tests;

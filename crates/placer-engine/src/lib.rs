@@ -47,6 +47,7 @@ pub(crate) mod tas;
 pub use config::args::{NodeResourcesFitArgs, PluginConfigEntry};
 pub use config::{
     ExtensionPoint, PlacementSearch, PluginRef, PluginSet, PluginsConfig, SchedulerConfig, ScoringStrategy,
+    TopologyAlgorithm, TopologyAlgorithms,
 };
 pub use engine::{
     ClusterEvent, Decision, DomainFit, Engine, FilterSummary, GroupExplanation,
@@ -104,6 +105,36 @@ pub struct EffectiveConfiguration {
 /// API server would reject, or one Placer cannot evaluate, is an error naming the field.
 pub fn check_device_selector(expression: &str) -> Result<(), String> {
     snapshot::dra::cel::compile(expression).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// Checks the Kueue topology annotations of a pod template (a Job's, whose PodGroup will
+/// carry them) against the topology `levels` (coarsest first) and the `pod_count` of the
+/// PodGroup made from it, as the hierarchical strategy reads them (seed 002 "Validation":
+/// named levels exist, slices below the main level, a slice size dividing the pods,
+/// multi-layer order and sizes, mutual exclusion, gates). The message names the annotation
+/// and reads without a PodGroup name. No levels: nothing to check.
+pub fn check_topology_annotations(
+    annotations: &std::collections::BTreeMap<String, String>,
+    levels: &[String],
+    gates: &placer_api::gates::FeatureGates,
+    pod_count: u32,
+) -> Result<(), String> {
+    use placer_api::k8s::api::scheduling::v1alpha2::PodGroup;
+    if levels.is_empty() {
+        return Ok(());
+    }
+    let mut pg = PodGroup::default();
+    pg.metadata.name = Some("template".to_string());
+    pg.metadata.namespace = Some("default".to_string());
+    pg.metadata.annotations = Some(annotations.clone());
+    let info = model::PodGroupInfo::from_pod_group(std::sync::Arc::new(pg)).map_err(|e| e.to_string())?;
+    match tas::parse_request(&info, levels, gates, pod_count) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let text = e.to_string();
+            Err(text.strip_prefix("PodGroup default/template: ").map(str::to_string).unwrap_or(text))
+        }
+    }
 }
 
 /// Internals for the criterion benchmarks (`benches/`): not a stable API.

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use placer_api::annotations::JOB_COMPLETION_INDEX;
+use placer_api::annotations::{JOB_COMPLETION_INDEX, POD_GROUP_POD_INDEX, POD_GROUP_POD_INDEX_LABEL};
 use placer_api::k8s::api::core::v1::{
     Affinity, ContainerPort, Node, Pod, Toleration, TopologySpreadConstraint,
 };
@@ -111,9 +111,8 @@ pub struct PodSchedulingView {
     pub spec_priority: Option<i32>,
     /// `spec.priorityClassName`.
     pub priority_class_name: Option<String>,
-    /// The Job completion index (`batch.kubernetes.io/job-completion-index`, label first,
-    /// then annotation), when it reads as a number.
-    pub completion_index: Option<u64>,
+    /// The pod's index in its group, for rank-ordered placement ([`pod_index`]).
+    pub pod_index: Option<u64>,
     /// `status.startTime`.
     pub start_time: Option<Time>,
     /// `status.conditions` has `Ready=False`.
@@ -155,6 +154,31 @@ impl PodClaim {
     }
 }
 
+/// A pod's index in its group, the rank Kueue's rank-ordered placement reads
+/// (`pkg/controller/tas/topology_ungater.go`, `pkg/controller/jobs/pod/pod_webhook.go`):
+/// * annotation `kueue.x-k8s.io/pod-group-pod-index-label: L`: the value of label `L` (Kueue's
+///   pod webhook copies it into `kueue.x-k8s.io/pod-group-pod-index`, an absent `L` as "");
+/// * else label `kueue.x-k8s.io/pod-group-pod-index` (plain pods in a pod group);
+/// * else `batch.kubernetes.io/job-completion-index` (label, then the annotation the Job
+///   controller also writes).
+///
+/// The first of these that is present decides; it must read as Go's `strconv.ParseUint`
+/// reads (decimal digits only), else the pod has no index.
+pub fn pod_index(meta: &placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<u64> {
+    let label = |k: &str| meta.labels.as_ref().and_then(|l| l.get(k)).map(String::as_str);
+    let annotation = |k: &str| meta.annotations.as_ref().and_then(|a| a.get(k)).map(String::as_str);
+    let value = match annotation(POD_GROUP_POD_INDEX_LABEL) {
+        Some(named) => Some(label(named).unwrap_or("")),
+        None => label(POD_GROUP_POD_INDEX)
+            .or_else(|| label(JOB_COMPLETION_INDEX))
+            .or_else(|| annotation(JOB_COMPLETION_INDEX)),
+    }?;
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    value.parse().ok()
+}
+
 impl PodSchedulingView {
     /// Reads the view of a pod object.
     pub fn of(pod: &Pod) -> PodSchedulingView {
@@ -175,12 +199,7 @@ impl PodSchedulingView {
             .filter(|p| p.host_port.is_some_and(|hp| hp > 0))
             .cloned()
             .collect();
-        let completion_index = meta
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(JOB_COMPLETION_INDEX))
-            .or_else(|| meta.annotations.as_ref().and_then(|a| a.get(JOB_COMPLETION_INDEX)))
-            .and_then(|v| v.trim().parse().ok());
+        let pod_index = pod_index(meta);
         PodSchedulingView {
             labels: meta.labels.clone().unwrap_or_default(),
             node_selector: spec.and_then(|s| s.node_selector.clone()).unwrap_or_default(),
@@ -197,7 +216,7 @@ impl PodSchedulingView {
                 .unwrap_or_default(),
             spec_priority: spec.and_then(|s| s.priority),
             priority_class_name: spec.and_then(|s| s.priority_class_name.clone()),
-            completion_index,
+            pod_index,
             start_time: status.and_then(|s| s.start_time.clone()),
             reports_not_ready: status
                 .and_then(|s| s.conditions.as_ref())
@@ -227,7 +246,7 @@ impl PodSchedulingView {
             scheduling_gates,
             spec_priority,
             priority_class_name,
-            completion_index: _,
+            pod_index: _,
             start_time: _,
             reports_not_ready: _,
             resource_claims, // the generated claim names (status) decide where a pod can go
@@ -735,7 +754,7 @@ mod tests {
         );
         assert_eq!(&*v.scheduling_gates, ["a".to_string(), "b".to_string()]);
         assert_eq!((v.spec_priority, v.priority_class_name.as_deref()), (Some(5), Some("high")));
-        assert_eq!(v.completion_index, None, "the label comes first, even when it does not read");
+        assert_eq!(v.pod_index, None, "the label comes first, even when it does not read");
         assert_eq!(v.start_time, pod.status.as_ref().unwrap().start_time);
         assert!(v.reports_not_ready);
 
@@ -752,7 +771,7 @@ mod tests {
         let mut by_annotation = pod.clone();
         by_annotation.metadata.labels.as_mut().unwrap().remove(JOB_COMPLETION_INDEX);
         let info = PodInfo::from_pod(Arc::new(by_annotation)).unwrap();
-        assert_eq!(info.view.completion_index, Some(7));
+        assert_eq!(info.view.pod_index, Some(7));
     }
 
     #[test]

@@ -144,7 +144,7 @@ fn fit_signature(pod: &PodInfo) -> Option<FitSignature<'_>> {
         scheduling_gates: _,         // gated pods never reach a cycle
         spec_priority: _,            // folded into `priority`
         priority_class_name: _,      // folded into `priority`
-        completion_index: _,         // placing order of the hierarchical strategy only
+        pod_index: _,                // placing order of the hierarchical strategy only
         start_time: _,               // victim ordering only
         reports_not_ready: _,        // victim ordering only
         resource_claims,             // DynamicResources: devices are held per claim

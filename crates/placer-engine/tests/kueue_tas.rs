@@ -286,6 +286,7 @@ impl Sim {
             leader: leader_req.as_ref().map(|r| (r, 1)),
             request: &requests[worker],
             gates: &self.gates,
+            algorithms: Default::default(),
         };
         let a = find_assignment(&problem).map_err(|e| e.message)?;
         if self.verbose {

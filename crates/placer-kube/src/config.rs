@@ -29,6 +29,10 @@
 //!         type: RequestedToCapacityRatio
 //!         resources: [{name: cpu, weight: 1}, {name: nvidia.com/gpu, weight: 5}]
 //!         requestedToCapacityRatio: {shape: [{utilization: 0, score: 0}, {utilization: 100, score: 10}]}
+//! topologyAlgorithms:                 # with topologyLevels; absent kinds follow the gates
+//!   required: BestFit                 # BestFit or LeastFreeCapacity
+//!   preferred: BalancedPlacement      # BestFit, LeastFreeCapacity or BalancedPlacement
+//!   unconstrained: LeastFreeCapacity  # BestFit or LeastFreeCapacity
 //! ```
 //!
 //! Parsing rejects unknown fields; validation then checks every value and reports the
@@ -130,6 +134,18 @@ pub struct FileConfig {
     /// combined with `nodeResourcesFitStrategy`).
     #[serde(default)]
     pub plugin_config: Vec<placer_engine::PluginConfigEntry>,
+    /// The seed 002 algorithm per kind of topology request (with `topologyLevels`).
+    pub topology_algorithms: Option<TopologyAlgorithmsFile>,
+}
+
+/// `topologyAlgorithms`: `BestFit`, `LeastFreeCapacity` or `BalancedPlacement` (preferred
+/// only) for required, preferred and unconstrained requests.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TopologyAlgorithmsFile {
+    pub required: Option<String>,
+    pub preferred: Option<String>,
+    pub unconstrained: Option<String>,
 }
 
 /// `clientConnection` (as in `KubeSchedulerConfiguration`).
@@ -447,6 +463,19 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
         Some(n) => return Err(c.err("binding.concurrency", format!("must be between 1 and 10000, not {n}"))),
     };
 
+    let topology_algorithms = match &raw.topology_algorithms {
+        None => Default::default(),
+        Some(a) => placer_engine::TopologyAlgorithms::from_names(
+            a.required.as_deref(),
+            a.preferred.as_deref(),
+            a.unconstrained.as_deref(),
+        )
+        .map_err(|m| {
+            let (field, message) = m.split_once(": ").unwrap_or(("topologyAlgorithms", m.as_str()));
+            c.err(field, message.to_string())
+        })?,
+    };
+
     if raw.node_resources_fit_strategy.is_some()
         && raw.plugin_config.iter().any(|e| e.name == "NodeResourcesFit")
     {
@@ -466,6 +495,7 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
         pod_initial_backoff_ms: initial,
         pod_max_backoff_ms: max,
         evict_gang_on_failed_node: raw.evict_gang_on_failed_node,
+        topology_algorithms,
         // Settings the file does not expose keep the engine's defaults.
         ..defaults
     };
@@ -720,7 +750,16 @@ leaderElection: {enabled: true, leaseName: placer-lock, namespace: placer-system
 metricsAddr: "127.0.0.1:9090"
 jobController: {enabled: false}
 evictGangOnFailedNode: false
+topologyAlgorithms: {required: LeastFreeCapacity, preferred: BalancedPlacement}
 "#,
+        );
+        assert_eq!(
+            s.scheduler.topology_algorithms,
+            placer_engine::TopologyAlgorithms {
+                required: Some(placer_engine::TopologyAlgorithm::LeastFreeCapacity),
+                preferred: Some(placer_engine::TopologyAlgorithm::BalancedPlacement),
+                unconstrained: None,
+            }
         );
         assert_eq!(s.scheduler.evict_gang_on_failed_node, Some(false));
         assert!(!s.scheduler.evicts_gang_on_failed_node(), "the option overrides the hierarchical default");
@@ -773,6 +812,11 @@ evictGangOnFailedNode: false
             .starts_with("placer.yaml: nodeResourcesFitStrategy.type:"));
         assert!(parse_err("nodeResourcesFitStrategy: {type: RequestedToCapacityRatio}")
             .starts_with("placer.yaml: nodeResourcesFitStrategy.shape:"));
+        assert!(parse_err("topologyAlgorithms: {required: BalancedPlacement}")
+            .starts_with("placer.yaml: topologyAlgorithms.required: BalancedPlacement applies to preferred"));
+        assert!(parse_err("topologyAlgorithms: {unconstrained: Fast}")
+            .starts_with("placer.yaml: topologyAlgorithms.unconstrained: unknown algorithm \"Fast\""));
+        assert!(parse_err("topologyAlgorithms: {mixed: BestFit}").contains("mixed"));
     }
 
     #[test]

@@ -40,8 +40,8 @@ pub use load::{load_file, load_str, LoadError, Problem};
 pub use placer_metrics::{Clock as MetricsClock, Metrics};
 pub use report::{ClusterSummary, GroupRow, GroupState};
 pub use run::{
-    add_admission_plugins, run, scheduler_config, setup_cluster, RunError, RunOptions, RunReport,
-    TimelineSample,
+    add_admission_plugins, add_admission_plugins_for, run, scheduler_config, setup_cluster, RunError,
+    RunOptions, RunReport, TimelineSample,
 };
 pub use scenario::Scenario;
 pub use snapshot::{load_snapshot, load_snapshot_str, Snapshot};

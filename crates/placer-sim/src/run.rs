@@ -29,7 +29,7 @@ use placer_api::k8s::api::core::v1::{NodeCondition, Taint};
 use placer_cluster::embedded::EmbeddedCluster;
 use placer_cluster::{ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError};
 use placer_controllers::cronjob::{CronJobController, CronJobValidation};
-use placer_controllers::job::{JobController, JobValidation};
+use placer_controllers::job::{JobController, JobValidation, TopologyAnnotationValidation};
 use placer_controllers::resourceclaim::ResourceClaimController;
 use placer_controllers::scheduler::SchedulerController;
 use placer_controllers::Controller;
@@ -199,6 +199,9 @@ pub fn scheduler_config(s: &Scenario) -> Result<SchedulerConfig, String> {
     c.plugin_weights = p.plugin_weights.clone();
     c.percentage_of_placements_to_score = p.percentage_of_placements_to_score;
     c.evict_gang_on_failed_node = p.evict_gang_on_failed_node;
+    if let Some(a) = &p.topology_algorithms {
+        c.topology_algorithms = a.to_config()?;
+    }
     let strategy = |name: &str| match name {
         "MostAllocated" => Ok(ScoringStrategy::most_allocated()),
         "LeastAllocated" => Ok(ScoringStrategy::least_allocated()),
@@ -250,7 +253,7 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
     let explain_config = config.clone();
 
     let mut store = EmbeddedCluster::validating();
-    add_admission_plugins(&mut store, &gates);
+    add_admission_plugins_for(&mut store, &gates, &levels);
     let (frozen, terminating) = setup_cluster(s, &mut store).map_err(setup_err)?;
 
     let metrics = opts.metrics.clone().unwrap_or_else(|| {
@@ -322,11 +325,19 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
 }
 
 /// The API server's admission plugins the embedded cluster runs, in order (after its own
-/// validation): DefaultTolerationSeconds, JobValidation, CronJobValidation. Also used by
+/// validation): DefaultTolerationSeconds, JobValidation, Kueue's topology annotations of
+/// Jobs (`TopologyAnnotationValidation`, its webhook rules), CronJobValidation. Also used by
 /// `placer cluster`, so its API answers as the simulator's store does.
 pub fn add_admission_plugins(store: &mut EmbeddedCluster, gates: &FeatureGates) {
+    add_admission_plugins_for(store, gates, &[]);
+}
+
+/// [`add_admission_plugins`] for a scheduler with these `topologyLevels`: Kueue's topology
+/// annotations of Jobs' pod templates are also checked against them.
+pub fn add_admission_plugins_for(store: &mut EmbeddedCluster, gates: &FeatureGates, levels: &[String]) {
     store.add_admission(Box::new(DefaultTolerationSeconds));
     store.add_admission(Box::new(JobValidation::new(gates.clone())));
+    store.add_admission(Box::new(TopologyAnnotationValidation::with_levels(gates.clone(), levels.to_vec())));
     store.add_admission(Box::new(CronJobValidation));
 }
 

@@ -160,6 +160,34 @@ pub struct ProfileSpec {
     /// Absent: on with `topologyLevels` (Kueue's fail-fast), off without (KEP-5732).
     #[serde(default)]
     pub evict_gang_on_failed_node: Option<bool>,
+    /// Placer extension (with `topologyLevels`): the seed 002 algorithm of each kind of
+    /// request; absent kinds follow the feature gates.
+    #[serde(default)]
+    pub topology_algorithms: Option<TopologyAlgorithmsSpec>,
+}
+
+/// `scheduler.profile.topologyAlgorithms`: `BestFit`, `LeastFreeCapacity` or
+/// `BalancedPlacement` (preferred only) per kind of request.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TopologyAlgorithmsSpec {
+    #[serde(default)]
+    pub required: Option<String>,
+    #[serde(default)]
+    pub preferred: Option<String>,
+    #[serde(default)]
+    pub unconstrained: Option<String>,
+}
+
+impl TopologyAlgorithmsSpec {
+    /// The engine's choice, checked (the error names the field).
+    pub fn to_config(&self) -> Result<placer_engine::TopologyAlgorithms, String> {
+        placer_engine::TopologyAlgorithms::from_names(
+            self.required.as_deref(),
+            self.preferred.as_deref(),
+            self.unconstrained.as_deref(),
+        )
+    }
 }
 
 /// `plugins.<point>` of a profile.

@@ -160,6 +160,25 @@ pub(crate) fn validate(s: &Scenario, problems: &mut Vec<Problem>) {
     if let Some(e) = &s.expect {
         validate_expect(e, "expect", 0, 0, problems);
     }
+    validate_job_topology(s, problems);
+}
+
+/// Kueue's topology annotations on Jobs' pod templates, as the embedded cluster's admission
+/// checks them at creation (its webhook rules, and the rules against `topologyLevels`).
+fn validate_job_topology(s: &Scenario, problems: &mut Vec<Problem>) {
+    let gates = FeatureGates::with_overrides(s.scheduler.feature_gates.iter().map(|(k, v)| (k.as_str(), *v)))
+        .unwrap_or_default();
+    let levels = s.scheduler.profile.as_ref().map(|p| p.topology_levels.clone()).unwrap_or_default();
+    let steps = s.steps.iter().flat_map(|step| match &step.action {
+        StepAction::Submit(list) => list.as_slice(),
+        _ => &[],
+    });
+    for m in s.submit.iter().chain(steps) {
+        let Object::Job(job) = &m.object else { continue };
+        for e in placer_controllers::job::tas_validation::validate_job(job, &levels, &gates) {
+            err(problems, m, &e.field, e.message);
+        }
+    }
 }
 
 fn err(problems: &mut Vec<Problem>, m: &Manifest, field: &str, message: String) {
@@ -422,6 +441,10 @@ fn validate_scheduler(
         if names.is_empty() || names.iter().any(String::is_empty) {
             problems.push(top(at, "schedulerNames", "must list at least one non-empty name".into()));
         }
+    }
+    if let Some(Err(m)) = profile.topology_algorithms.as_ref().map(|a| a.to_config()) {
+        let (field, message) = m.split_once(": ").unwrap_or(("topologyAlgorithms", m.as_str()));
+        problems.push(top(at, field, message.to_string()));
     }
     validate_plugins(profile, problems, top);
 }

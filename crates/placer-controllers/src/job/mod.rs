@@ -44,6 +44,7 @@ pub mod indexes;
 pub mod kubelet;
 pub mod naming;
 pub mod pods;
+pub mod tas_validation;
 mod validation;
 
 #[cfg(test)]
@@ -69,6 +70,7 @@ use gang::{
 use indexes::IndexSet;
 use kubelet::Clock;
 
+pub use tas_validation::TopologyAnnotationValidation;
 pub use validation::{parallelism_forbidden_message, JobValidation};
 
 /// Reporter of the controller's events.

@@ -609,6 +609,46 @@ fn without_admission_a_parallelism_change_is_not_applied_to_the_gang() {
 }
 
 // ---------------------------------------------------------------------------------------
+// Kueue's topology annotations (TopologyAnnotationValidation)
+
+#[test]
+fn a_job_with_invalid_topology_annotations_is_rejected_at_creation() {
+    let g = FeatureGates::default();
+    let mut store = EmbeddedCluster::new();
+    let levels = vec!["rack".to_string(), "kubernetes.io/hostname".to_string()];
+    store.add_admission(Box::new(TopologyAnnotationValidation::with_levels(g.clone(), levels)));
+    let bad = with_template_annotation(gang_job("train", 4), annotations::PODSET_SLICE_SIZE, "0");
+    let bad = with_template_annotation(bad, annotations::PODSET_SLICE_REQUIRED_TOPOLOGY, "rack");
+    let err = store.create(Object::Job(bad)).unwrap_err();
+    assert!(matches!(err, StoreError::Forbidden { .. }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "Job default/train is forbidden: admission webhook \"vjob.kb.io\" denied the request: \
+         spec.template.metadata.annotations[kueue.x-k8s.io/podset-slice-size]: Invalid value: \"0\": must be \
+         greater than or equal to 1"
+    );
+    assert!(store.list(Kind::Job).is_empty(), "nothing was created");
+    // Against the topology: a level the scheduler does not have.
+    let unknown =
+        with_template_annotation(gang_job("train", 4), annotations::PODSET_REQUIRED_TOPOLOGY, "block");
+    let err = store.create(Object::Job(unknown)).unwrap_err().to_string();
+    assert!(
+        err.contains("Job default/train is forbidden")
+            && err.contains("kueue.x-k8s.io/podset-required-topology names level \"block\""),
+        "{err}"
+    );
+    // A valid request is admitted, and so is an update that keeps it valid.
+    let ok = with_template_annotation(gang_job("train", 4), annotations::PODSET_REQUIRED_TOPOLOGY, "rack");
+    store.create(Object::Job(ok)).unwrap();
+    let r = ObjectRef::new(Kind::Job, "default", "train");
+    store.merge_patch(&r, &json!({"metadata": {"labels": {"team": "ml"}}})).unwrap();
+    // An update that breaks it is refused.
+    let patch = json!({"spec": {"template": {"metadata": {"annotations": {annotations::PODSET_UNCONSTRAINED_TOPOLOGY: "maybe"}}}}});
+    let err = store.merge_patch(&r, &patch).unwrap_err().to_string();
+    assert!(err.contains("must not contain more than one topology annotation"), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------
 // Job lifecycle
 
 #[test]

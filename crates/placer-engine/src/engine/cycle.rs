@@ -9,7 +9,6 @@ use super::*;
 use crate::framework::group::{GroupDecision, MSG_GROUP_UNSCHEDULABLE};
 use crate::strategy::Strategy;
 use crate::tas::engine_bridge::{cycle_tolerations, node_failed, running_on_nodes};
-use crate::tas::strategy::hierarchical_assignment;
 
 impl Engine {
     /// Takes `first` and every other queued, ungated member of `groups` out of the queue
@@ -137,10 +136,8 @@ impl Engine {
         cycles: &[(GroupKey, GroupCycle)],
         obs: &mut dyn Observer,
     ) -> Vec<Option<GroupDecision>> {
-        if let Strategy::Hierarchical(cache) = &mut self.strategy {
-            let ctx = GroupContext { placements: &self.placements, algo: &self.fw, config: &self.config };
-            let refs: Vec<&GroupCycle> = cycles.iter().map(|(_, c)| c).collect();
-            return hierarchical_assignment(&ctx, &mut self.snapshot, cache, &refs);
+        if let Strategy::Hierarchical(_) = &self.strategy {
+            return self.decide_hierarchical(cycles, obs);
         }
         let mut out = Vec::with_capacity(cycles.len());
         for (key, cycle) in cycles {

@@ -78,7 +78,7 @@ impl Engine {
     }
 
     /// The priority a pod's nomination is weighed with (see the module docs).
-    fn nomination_priority(&self, pod: &PodInfo) -> i32 {
+    pub(super) fn nomination_priority(&self, pod: &PodInfo) -> i32 {
         if self.wap_enabled() {
             effective_priority(&self.groups, pod)
         } else {
@@ -88,7 +88,7 @@ impl Engine {
 
     /// Counts the nominated pods that pods of priority `priority` must respect as placed
     /// (`skip`: the pods being scheduled). Returns the mark to roll back to.
-    fn assume_nominated_pods(&mut self, priority: i32, skip: impl Fn(&PodKey) -> bool) -> Mark {
+    pub(super) fn assume_nominated_pods(&mut self, priority: i32, skip: impl Fn(&PodKey) -> bool) -> Mark {
         let mark = self.snapshot.checkpoint();
         if self.preempt.nominations.is_empty() {
             return mark;

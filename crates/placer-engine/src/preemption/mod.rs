@@ -8,6 +8,9 @@
 //!   with the PodGroup's priority; `disruptionMode: PodGroup` groups are evicted whole. In
 //!   v1.36 groups with a topology constraint never preempt (SEMANTICS §13); the Placer gate
 //!   `TopologyAwareWorkloadPreemption` lets them preempt inside one domain.
+//! * [`hierarchical`]: Kueue-mode preemption for the hierarchical strategy (seed 002): the
+//!   unit's whole topology placement decides fit; candidates removed in Kueue's order, then
+//!   filled back.
 //! * [`victims`]: victim units and their importance order; [`pdb`]: PodDisruptionBudgets.
 //!
 //! Everything here simulates on the snapshot and leaves it as found; the engine carries the
@@ -18,6 +21,7 @@
 //! counts nominated pods as placed ([`assume_nominated`]) while filtering pods of lower or
 //! equal priority ([`nominated_for`]), as upstream's `RunFilterPluginsWithNominatedPods`.
 
+pub mod hierarchical;
 pub mod pdb;
 pub mod pod;
 pub mod victims;
@@ -86,6 +90,23 @@ impl PreemptionEnv<'_> {
     pub fn effective_priority(&self, pod: &PodInfo) -> i32 {
         effective_priority(self.groups, pod)
     }
+}
+
+/// [`MSG_NOT_ELIGIBLE_TERMINATING`] when a node some of `pods` are nominated to still holds
+/// a pod of lower priority than `priority` on its way out (an earlier preemption is still
+/// pending), else `None`.
+pub fn waiting_on_terminating<'p>(
+    env: &PreemptionEnv<'_>,
+    snap: &Snapshot,
+    pods: impl Iterator<Item = &'p PodInfo>,
+    priority: i32,
+) -> Option<&'static str> {
+    let nominated: BTreeSet<NodeId> =
+        pods.filter_map(|p| p.nominated_node_name.as_deref().and_then(|n| snap.node_id(n))).collect();
+    let terminating = nominated.iter().any(|&id| {
+        snap.node(id).pods.iter().any(|p| env.effective_priority(p) < priority && env.is_terminating(p))
+    });
+    terminating.then_some(MSG_NOT_ELIGIBLE_TERMINATING)
 }
 
 /// The priority of a PodGroup as a preemptor: resolved `spec.priority`, 0 when unset.

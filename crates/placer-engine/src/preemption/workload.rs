@@ -37,7 +37,7 @@ use crate::snapshot::Snapshot;
 use super::pdb::{split_by_violation, Budget};
 use super::victims::{remove_unit, restore_unit, workload_units, VictimUnit};
 use super::{
-    preemptor_priority, PreemptionEnv, MSG_NOT_ELIGIBLE_NEVER, MSG_NOT_ELIGIBLE_TERMINATING,
+    preemptor_priority, waiting_on_terminating, PreemptionEnv, MSG_NOT_ELIGIBLE_NEVER,
     MSG_NO_VICTIMS_PREEMPTOR,
 };
 
@@ -128,18 +128,7 @@ impl<'a> WorkloadPreemptor<'a> {
             return Some(MSG_NOT_ELIGIBLE_NEVER);
         }
         let priority = preemptor_priority(&cycle.group);
-        let nominated: BTreeSet<NodeId> = cycle
-            .pods
-            .iter()
-            .filter_map(|p| p.nominated_node_name.as_deref().and_then(|n| snap.node_id(n)))
-            .collect();
-        let terminating = nominated.iter().any(|&id| {
-            snap.node(id)
-                .pods
-                .iter()
-                .any(|p| self.env.effective_priority(p) < priority && self.env.is_terminating(p))
-        });
-        terminating.then_some(MSG_NOT_ELIGIBLE_TERMINATING)
+        waiting_on_terminating(&self.env, snap, cycle.pods.iter().map(|p| &**p), priority)
     }
 
     /// A victim set letting the group fit inside `nodes`, or why there is none. Leaves

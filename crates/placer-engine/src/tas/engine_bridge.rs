@@ -337,23 +337,25 @@ fn member(unit_index: usize, cycle: &GroupCycle, offset: u32) -> Member<'_> {
     for p in &cycle.pods {
         requests.max_with(&p.requests);
     }
-    Member { unit_index, cycle, requests, order: placing_order(&cycle.pods, offset) }
+    Member { unit_index, cycle, requests, order: placing_order(&cycle.pods, offset, total_pods(cycle)) }
 }
 
-/// The pod's index (`batch.kubernetes.io/job-completion-index`, label first, then
-/// annotation).
+/// The pod's index in its group ([`crate::model::pod_index`]: the label a
+/// `kueue.x-k8s.io/pod-group-pod-index-label` annotation names, else
+/// `kueue.x-k8s.io/pod-group-pod-index`, else the Job completion index).
 pub fn pod_index(pod: &PodInfo) -> Option<u64> {
-    pod.view.completion_index
+    pod.view.pod_index
 }
 
-/// Pods in placing order: by rank (index − `offset`) when every pod has an index of at
-/// least `offset` and no two share one, else in the order given (SEMANTICS §13).
-pub fn placing_order(pods: &[std::sync::Arc<PodInfo>], offset: u32) -> Vec<usize> {
+/// Pods in placing order: by rank (index − `offset`) when every pod has an index, each
+/// rank is in `0..size` (`size`: the group's pod count) and no two share one, else in the
+/// order given (SEMANTICS §13; Kueue's `readRanksForLabels`).
+pub fn placing_order(pods: &[std::sync::Arc<PodInfo>], offset: u32, size: u32) -> Vec<usize> {
     let mut ranked: Vec<(u64, usize)> = Vec::with_capacity(pods.len());
     for (i, p) in pods.iter().enumerate() {
         match pod_index(p).and_then(|x| x.checked_sub(u64::from(offset))) {
-            Some(rank) => ranked.push((rank, i)),
-            None => return (0..pods.len()).collect(),
+            Some(rank) if rank < u64::from(size) => ranked.push((rank, i)),
+            _ => return (0..pods.len()).collect(),
         }
     }
     ranked.sort_unstable();
@@ -514,6 +516,7 @@ fn assign(
                 leader: leader.map(|l| (&l.requests, u32::try_from(l.cycle.pods.len()).unwrap_or(u32::MAX))),
                 request,
                 gates: &config.gates,
+                algorithms: config.topology_algorithms,
             },
         )
     };

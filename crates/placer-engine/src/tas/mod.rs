@@ -26,7 +26,9 @@
 //! | slices only | highest level, slices below | as unconstrained |
 //!
 //! `TASProfileLeastFreeCapacity` (Kueue until v0.16) makes every request LeastFreeCapacity
-//! (Kueue's `useLeastFreeCapacityAlgorithm`).
+//! (Kueue's `useLeastFreeCapacityAlgorithm`). The profile option `topologyAlgorithms`
+//! ([`AlgorithmChoice`]) overrides the gates per kind of request (required, preferred,
+//! unconstrained); BalancedPlacement is for preferred requests only.
 //!
 //! Deliberate differences from Kueue, all outside what its conformance corpus pins: a
 //! node that fails the pods' filters adds nothing to a leaf even when the lowest level is
@@ -105,6 +107,9 @@ pub struct TasProblem<'a> {
     /// The workers' request; it governs the whole group.
     pub request: &'a TopologyRequest,
     pub gates: &'a FeatureGates,
+    /// The profile's algorithm per kind of request (`topologyAlgorithms`); what it leaves
+    /// unset follows the gates.
+    pub algorithms: AlgorithmChoice,
 }
 
 /// The pods given to one leaf domain.
@@ -118,12 +123,127 @@ pub struct LeafAssignment {
     pub nodes: Vec<usize>,
 }
 
-/// Which algorithm produced an assignment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which algorithm produced an assignment, or is chosen for a kind of request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Algorithm {
     BestFit,
     LeastFreeCapacity,
     BalancedPlacement,
+}
+
+impl Algorithm {
+    /// Every algorithm, in the order messages list them.
+    pub const ALL: [Algorithm; 3] =
+        [Algorithm::BestFit, Algorithm::LeastFreeCapacity, Algorithm::BalancedPlacement];
+
+    /// The name the profile uses (`BestFit`, `LeastFreeCapacity`, `BalancedPlacement`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::BestFit => "BestFit",
+            Algorithm::LeastFreeCapacity => "LeastFreeCapacity",
+            Algorithm::BalancedPlacement => "BalancedPlacement",
+        }
+    }
+
+    /// The algorithm of a profile name (exact spelling).
+    pub fn from_name(name: &str) -> Option<Algorithm> {
+        Algorithm::ALL.into_iter().find(|a| a.name() == name)
+    }
+}
+
+/// The algorithm for each kind of request, as the profile option `topologyAlgorithms`
+/// chooses it (seed 002 "Selecting the algorithm": Kueue plans a configuration to replace
+/// its `TASProfile...` gates). `None` keeps the gates' choice ([`AlgorithmChoice::resolve`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AlgorithmChoice {
+    /// Required requests (`podset-required-topology`, `schedulingConstraints.topology`).
+    pub required: Option<Algorithm>,
+    /// Preferred requests (`podset-preferred-topology`).
+    pub preferred: Option<Algorithm>,
+    /// Unconstrained, implied and slice-only requests.
+    pub unconstrained: Option<Algorithm>,
+}
+
+impl AlgorithmChoice {
+    /// Checks the choice: BalancedPlacement balances a preferred request over the domains
+    /// one level below its preferred level (seed 002 "Balanced placement"), which a
+    /// required request (one domain of its level) or an unconstrained one (no level) does
+    /// not have. Returns the profile field at fault and why.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        for (field, choice) in [("required", self.required), ("unconstrained", self.unconstrained)] {
+            if choice == Some(Algorithm::BalancedPlacement) {
+                return Err((
+                    field,
+                    format!(
+                        "BalancedPlacement applies to preferred requests only (it spreads a PodGroup evenly \
+                         over the domains below its preferred level); use BestFit or LeastFreeCapacity for \
+                         {field} requests"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the profile's names (`topologyAlgorithms.required` / `preferred` /
+    /// `unconstrained`; absent: the gates' choice) and checks them. The error names the
+    /// field and lists the algorithms.
+    pub fn from_names(
+        required: Option<&str>,
+        preferred: Option<&str>,
+        unconstrained: Option<&str>,
+    ) -> Result<AlgorithmChoice, String> {
+        let read = |field: &str, name: Option<&str>| match name {
+            None => Ok(None),
+            Some(n) => Algorithm::from_name(n).map(Some).ok_or_else(|| {
+                let known: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
+                format!(
+                    "topologyAlgorithms.{field}: unknown algorithm {n:?}; supported values: {}",
+                    known.join(", ")
+                )
+            }),
+        };
+        let choice = AlgorithmChoice {
+            required: read("required", required)?,
+            preferred: read("preferred", preferred)?,
+            unconstrained: read("unconstrained", unconstrained)?,
+        };
+        choice.check().map_err(|(field, why)| format!("topologyAlgorithms.{field}: {why}"))?;
+        Ok(choice)
+    }
+
+    /// The algorithm for a request of `mode` (seed 002 "Selecting the algorithm", SEMANTICS
+    /// §5): the profile's choice, else the gates': `TASProfileLeastFreeCapacity` makes
+    /// every request LeastFreeCapacity; `TASBalancedPlacement` makes preferred requests
+    /// BalancedPlacement; unconstrained ones run LeastFreeCapacity under `TASProfileMixed`
+    /// (default) unless `TASProfileBestFit`; everything else runs BestFit.
+    pub fn resolve(&self, mode: TopologyMode, gates: &FeatureGates) -> Algorithm {
+        let lfc_profile = gates.enabled(Gate::TASProfileLeastFreeCapacity);
+        match mode {
+            TopologyMode::Required(_) => self.required.unwrap_or(if lfc_profile {
+                Algorithm::LeastFreeCapacity
+            } else {
+                Algorithm::BestFit
+            }),
+            TopologyMode::Preferred(_) => {
+                self.preferred.unwrap_or(if gates.enabled(Gate::TASBalancedPlacement) {
+                    Algorithm::BalancedPlacement
+                } else if lfc_profile {
+                    Algorithm::LeastFreeCapacity
+                } else {
+                    Algorithm::BestFit
+                })
+            }
+            TopologyMode::Unconstrained | TopologyMode::Implied | TopologyMode::SliceOnly => {
+                let mixed = gates.enabled(Gate::TASProfileMixed) && !gates.enabled(Gate::TASProfileBestFit);
+                self.unconstrained.unwrap_or(if lfc_profile || mixed {
+                    Algorithm::LeastFreeCapacity
+                } else {
+                    Algorithm::BestFit
+                })
+            }
+        }
+    }
 }
 
 /// Per-leaf pod counts. A leaf is a node when the lowest level is
@@ -215,13 +335,14 @@ pub fn find_assignment_in(tree: &DomainTree, p: &TasProblem) -> Result<TasAssign
             "the domain tree was built for other levels or nodes than the problem's".to_string(),
         ));
     }
-    let params = resolve(p)?;
+    let chosen = p.algorithms.resolve(p.request.mode, p.gates);
+    let params = resolve(p, chosen)?;
     let algorithm = if params.lfc { Algorithm::LeastFreeCapacity } else { Algorithm::BestFit };
     let mut solver = Solver::new(tree, params);
     let mut st = solver.fill(p.nodes, p.worker_requests, p.leader.map(|(r, _)| r));
 
     let balanced_allowed =
-        p.gates.enabled(Gate::TASBalancedPlacement) && matches!(p.request.mode, TopologyMode::Preferred(_));
+        chosen == Algorithm::BalancedPlacement && matches!(p.request.mode, TopologyMode::Preferred(_));
     if balanced_allowed {
         if let Some(choice) = solver.find_best_balanced(&mut st) {
             let phase1 = choice.pruned.snapshot_same(&st);
@@ -241,8 +362,10 @@ pub fn find_assignment_in(tree: &DomainTree, p: &TasProblem) -> Result<TasAssign
     Ok(build(tree, p, &st, &leaves, algorithm, fit_level))
 }
 
-/// Resolves the request and gates into the run's parameters.
-fn resolve(p: &TasProblem) -> Result<Params, TasFailure> {
+/// Resolves the request and the chosen algorithm into the run's parameters.
+/// BalancedPlacement falls back to BestFit (LeastFreeCapacity under the
+/// `TASProfileLeastFreeCapacity` gate) when it gives up.
+fn resolve(p: &TasProblem, chosen: Algorithm) -> Result<Params, TasFailure> {
     let depth = p.levels.len();
     let r = p.request;
     let check = |level: usize| {
@@ -303,12 +426,9 @@ fn resolve(p: &TasProblem) -> Result<Params, TasFailure> {
         slice_level,
         required,
         unconstrained,
-        // Kueue's useLeastFreeCapacityAlgorithm: the LeastFreeCapacity profile, or an
-        // unconstrained request under the (default) mixed profile.
-        lfc: p.gates.enabled(Gate::TASProfileLeastFreeCapacity)
-            || (unconstrained
-                && p.gates.enabled(Gate::TASProfileMixed)
-                && !p.gates.enabled(Gate::TASProfileBestFit)),
+        // Kueue's useLeastFreeCapacityAlgorithm, or the profile's choice.
+        lfc: chosen == Algorithm::LeastFreeCapacity
+            || (chosen == Algorithm::BalancedPlacement && p.gates.enabled(Gate::TASProfileLeastFreeCapacity)),
         affinity: p.gates.enabled(Gate::TASRespectNodeAffinityPreferred),
         inner_size,
         layers: if r.slices.len() > 1 {

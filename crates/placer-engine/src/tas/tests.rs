@@ -44,6 +44,7 @@ fn solve(
         leader: None,
         request,
         gates,
+        algorithms: Default::default(),
     })
 }
 
@@ -96,6 +97,97 @@ mod rack_3_3_2_1 {
         .unwrap();
         assert_eq!(a.algorithm, Algorithm::LeastFreeCapacity);
         assert_eq!(per_leaf(&a), counts(&[("d", 1), ("c", 2), ("a", 3), ("b", 1)]));
+    }
+
+    fn solve_with(
+        count: u32,
+        mode: TopologyMode,
+        algorithms: AlgorithmChoice,
+        g: &FeatureGates,
+    ) -> TasAssignment {
+        let (levels, nodes) = rack();
+        let req = one_cpu();
+        find_assignment(&TasProblem {
+            levels: &levels,
+            nodes: &nodes,
+            worker_requests: &req,
+            worker_count: count,
+            leader: None,
+            request: &TopologyRequest::new(mode),
+            gates: g,
+            algorithms,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn the_profile_chooses_the_algorithm_per_kind_of_request() {
+        let lfc = AlgorithmChoice { required: Some(Algorithm::LeastFreeCapacity), ..Default::default() };
+        let a = solve_with(7, TopologyMode::Required(0), lfc, &FeatureGates::default());
+        assert_eq!(a.algorithm, Algorithm::LeastFreeCapacity);
+        assert_eq!(per_leaf(&a), counts(&[("d", 1), ("c", 2), ("a", 3), ("b", 1)]));
+        // Only required requests changed.
+        let a = solve_with(7, TopologyMode::Preferred(0), lfc, &FeatureGates::default());
+        assert_eq!(a.algorithm, Algorithm::BestFit);
+
+        let best = AlgorithmChoice { unconstrained: Some(Algorithm::BestFit), ..Default::default() };
+        for mode in [TopologyMode::Unconstrained, TopologyMode::Implied] {
+            let a = solve_with(7, mode, best, &FeatureGates::default());
+            assert_eq!(a.algorithm, Algorithm::BestFit, "{mode:?}");
+            assert_eq!(per_leaf(&a), counts(&[("a", 3), ("b", 3), ("d", 1)]));
+        }
+
+        let pref_lfc =
+            AlgorithmChoice { preferred: Some(Algorithm::LeastFreeCapacity), ..Default::default() };
+        let a = solve_with(7, TopologyMode::Preferred(0), pref_lfc, &FeatureGates::default());
+        assert_eq!(a.algorithm, Algorithm::LeastFreeCapacity);
+    }
+
+    #[test]
+    fn the_profile_wins_over_the_gates_and_unset_kinds_follow_them() {
+        let g = gates(&[(Gate::TASProfileLeastFreeCapacity, true)]);
+        let best = AlgorithmChoice { required: Some(Algorithm::BestFit), ..Default::default() };
+        assert_eq!(solve_with(7, TopologyMode::Required(0), best, &g).algorithm, Algorithm::BestFit);
+        assert_eq!(
+            solve_with(7, TopologyMode::Preferred(0), best, &g).algorithm,
+            Algorithm::LeastFreeCapacity
+        );
+        // Defaults reproduce every gate combination of SEMANTICS §5.
+        let none = AlgorithmChoice::default();
+        let default = FeatureGates::default();
+        assert_eq!(none.resolve(TopologyMode::Required(1), &default), Algorithm::BestFit);
+        assert_eq!(none.resolve(TopologyMode::Preferred(1), &default), Algorithm::BestFit);
+        assert_eq!(none.resolve(TopologyMode::Unconstrained, &default), Algorithm::LeastFreeCapacity);
+        assert_eq!(none.resolve(TopologyMode::SliceOnly, &default), Algorithm::LeastFreeCapacity);
+        let balanced = gates(&[(Gate::TASBalancedPlacement, true)]);
+        assert_eq!(none.resolve(TopologyMode::Preferred(1), &balanced), Algorithm::BalancedPlacement);
+        assert_eq!(none.resolve(TopologyMode::Required(1), &balanced), Algorithm::BestFit);
+        let bf = gates(&[(Gate::TASProfileBestFit, true)]);
+        assert_eq!(none.resolve(TopologyMode::Implied, &bf), Algorithm::BestFit);
+    }
+
+    #[test]
+    fn profile_names_are_checked() {
+        let c =
+            AlgorithmChoice::from_names(Some("LeastFreeCapacity"), Some("BalancedPlacement"), None).unwrap();
+        assert_eq!(c.required, Some(Algorithm::LeastFreeCapacity));
+        assert_eq!(c.preferred, Some(Algorithm::BalancedPlacement));
+        assert_eq!(c.unconstrained, None);
+        let e = AlgorithmChoice::from_names(None, Some("MostFreeCapacity"), None).unwrap_err();
+        assert_eq!(
+            e,
+            "topologyAlgorithms.preferred: unknown algorithm \"MostFreeCapacity\"; supported values: BestFit, \
+             LeastFreeCapacity, BalancedPlacement"
+        );
+        let e = AlgorithmChoice::from_names(Some("BalancedPlacement"), None, None).unwrap_err();
+        assert!(
+            e.starts_with(
+                "topologyAlgorithms.required: BalancedPlacement applies to preferred requests only"
+            ),
+            "{e}"
+        );
+        let e = AlgorithmChoice::from_names(None, None, Some("BalancedPlacement")).unwrap_err();
+        assert!(e.starts_with("topologyAlgorithms.unconstrained:"), "{e}");
     }
 
     #[test]
@@ -382,6 +474,7 @@ fn a_leader_goes_with_its_workers_into_one_domain() {
         leader: Some((&leader, 1)),
         request: &request,
         gates: &g,
+        algorithms: Default::default(),
     })
     .unwrap();
     // Rack r2 (3 + 1) holds the leader and the three workers; the leader takes a slot of
@@ -410,6 +503,7 @@ fn filtered_nodes_hold_nothing_and_the_tree_can_be_reused() {
                 leader: None,
                 request: &request,
                 gates: &g,
+                algorithms: Default::default(),
             },
         )
     };
@@ -530,6 +624,7 @@ fn large_cluster_timing() {
             leader: None,
             request: &request,
             gates: &g,
+            algorithms: Default::default(),
         };
         let tree_start = std::time::Instant::now();
         let tree = DomainTree::new(&levels, &nodes).unwrap();

@@ -226,9 +226,62 @@ fn consecutive_indexes_share_a_domain() {
     assert_eq!(rack_of("p0"), rack_of("p1"));
     assert_eq!(rack_of("p2"), rack_of("p3"));
     assert_ne!(rack_of("p0"), rack_of("p2"));
-    assert_eq!(placing_order(&c.pods, 0), vec![1, 3, 0, 2]);
-    // An unusable index (below the offset) falls back to the given order.
-    assert_eq!(placing_order(&c.pods, 1), vec![0, 1, 2, 3]);
+    assert_eq!(placing_order(&c.pods, 0, 4), vec![1, 3, 0, 2]);
+    // An unusable index (below the offset, or a rank past the group's size) falls back to
+    // the given order.
+    assert_eq!(placing_order(&c.pods, 1, 4), vec![0, 1, 2, 3]);
+    assert_eq!(placing_order(&c.pods, 0, 3), vec![0, 1, 2, 3]);
+}
+
+/// Four pods arriving in the order 2, 0, 3, 1 whose index is read from `labels(i)` (and
+/// `annotations(i)`): the placing order when every index reads.
+fn order_by(labels: impl Fn(usize) -> Value, annotations: impl Fn(usize) -> Value) -> Vec<usize> {
+    let list: Vec<Arc<PodInfo>> = [2, 0, 3, 1]
+        .iter()
+        .map(|&i| {
+            let mut v = pod_value(&format!("p{i}"), "pg", "1");
+            v["metadata"]["labels"] = labels(i);
+            v["metadata"]["annotations"] = annotations(i);
+            pod_of(v)
+        })
+        .collect();
+    placing_order(&list, 0, 4)
+}
+
+#[test]
+fn the_pod_group_pod_index_label_orders_plain_pods() {
+    use placer_api::annotations::{POD_GROUP_POD_INDEX, POD_GROUP_POD_INDEX_LABEL};
+    let none = |_| json!({});
+    assert_eq!(order_by(|i| json!({POD_GROUP_POD_INDEX: i.to_string()}), none), vec![1, 3, 0, 2]);
+    // It comes before the completion index.
+    assert_eq!(
+        order_by(
+            |i| json!({POD_GROUP_POD_INDEX: i.to_string(), JOB_COMPLETION_INDEX: (3 - i).to_string()}),
+            none
+        ),
+        vec![1, 3, 0, 2]
+    );
+    // The annotation names a custom label; it wins over the pod-group-pod-index label.
+    assert_eq!(
+        order_by(
+            |i| json!({"example.com/rank": i.to_string(), POD_GROUP_POD_INDEX: (3 - i).to_string()}),
+            |_| json!({POD_GROUP_POD_INDEX_LABEL: "example.com/rank"})
+        ),
+        vec![1, 3, 0, 2]
+    );
+    // A named label that is missing leaves the pod without an index (Kueue copies ""):
+    // arrival order.
+    assert_eq!(
+        order_by(
+            |i| json!({POD_GROUP_POD_INDEX: i.to_string()}),
+            |_| json!({POD_GROUP_POD_INDEX_LABEL: "x/y"})
+        ),
+        vec![0, 1, 2, 3]
+    );
+    // Values read as Go's ParseUint: no sign, no spaces.
+    assert_eq!(order_by(|i| json!({POD_GROUP_POD_INDEX: format!("+{i}")}), none), vec![0, 1, 2, 3]);
+    assert_eq!(order_by(|i| json!({POD_GROUP_POD_INDEX: format!(" {i}")}), none), vec![0, 1, 2, 3]);
+    assert_eq!(order_by(|i| json!({POD_GROUP_POD_INDEX: format!("00{i}")}), none), vec![1, 3, 0, 2]);
 }
 
 #[test]

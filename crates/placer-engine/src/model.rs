@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use placer_api::annotations::JOB_COMPLETION_INDEX;
 use placer_api::k8s::api::core::v1::{
-    Affinity, ContainerPort, Node, Pod, Toleration, TopologySpreadConstraint,
+    Affinity, ContainerPort, Node, Pod, Toleration, TopologySpreadConstraint, Volume,
 };
 use placer_api::k8s::api::scheduling::v1alpha2::PodGroup;
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::Time;
@@ -120,6 +120,55 @@ pub struct PodSchedulingView {
     pub reports_not_ready: bool,
     /// `spec.resourceClaims` with the claims generated for them (DRA).
     pub resource_claims: Box<[PodClaim]>,
+    /// The volumes the volume plugins read: PersistentVolumeClaims (named or generic
+    /// ephemeral) and the inline sources VolumeRestrictions checks.
+    pub volumes: Box<[PodVolume]>,
+}
+
+/// One `spec.volumes` entry a volume plugin reads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PodVolume {
+    /// A PersistentVolumeClaim: `persistentVolumeClaim.claimName`, or for a generic
+    /// ephemeral volume `<pod>-<volume>` (the claim must then be owned by the pod).
+    Claim { claim: String, ephemeral: bool },
+    /// An inline GCE PD, AWS EBS, RBD or iSCSI volume (VolumeRestrictions' disk conflicts).
+    Inline(Box<Volume>),
+}
+
+impl PodVolume {
+    /// The volumes of a pod that the volume plugins read, in `spec.volumes` order.
+    pub fn of(pod: &Pod) -> Box<[PodVolume]> {
+        let pod_name = pod.metadata.name.as_deref().unwrap_or("");
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_deref())
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(|v| {
+                if let Some(c) = &v.persistent_volume_claim {
+                    Some(PodVolume::Claim { claim: c.claim_name.clone(), ephemeral: false })
+                } else if v.ephemeral.is_some() {
+                    Some(PodVolume::Claim { claim: format!("{pod_name}-{}", v.name), ephemeral: true })
+                } else if v.gce_persistent_disk.is_some()
+                    || v.aws_elastic_block_store.is_some()
+                    || v.rbd.is_some()
+                    || v.iscsi.is_some()
+                {
+                    Some(PodVolume::Inline(Box::new(v.clone())))
+                } else {
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// The claim's name, for a claim volume.
+    pub fn claim(&self) -> Option<&str> {
+        match self {
+            PodVolume::Claim { claim, .. } => Some(claim),
+            PodVolume::Inline(_) => None,
+        }
+    }
 }
 
 /// One `spec.resourceClaims` entry of a pod, with the name of the claim the control plane
@@ -200,6 +249,7 @@ impl PodSchedulingView {
                 .and_then(|s| s.conditions.as_ref())
                 .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "False")),
             resource_claims: PodClaim::of(pod),
+            volumes: PodVolume::of(pod),
         }
     }
 
@@ -222,6 +272,7 @@ impl PodSchedulingView {
             start_time: _,
             reports_not_ready: _,
             resource_claims, // the generated claim names (status) decide where a pod can go
+            volumes,
         } = self;
         *labels == other.labels
             && *node_selector == other.node_selector
@@ -233,6 +284,7 @@ impl PodSchedulingView {
             && *spec_priority == other.spec_priority
             && *priority_class_name == other.priority_class_name
             && *resource_claims == other.resource_claims
+            && *volumes == other.volumes
     }
 }
 

@@ -74,11 +74,26 @@ pub const WATCHED_KINDS: &[Kind] = &[
     Kind::PriorityClass,
     Kind::PodDisruptionBudget,
     Kind::Job,
+    Kind::PersistentVolumeClaim,
+    Kind::PersistentVolume,
+    Kind::StorageClass,
+    Kind::CSINode,
+    Kind::CSIDriver,
 ];
 
 /// The kinds the scheduler reads (its base role allows exactly their list and watch).
-pub const SCHEDULER_KINDS: &[Kind] =
-    &[Kind::Node, Kind::Pod, Kind::PodGroup, Kind::PriorityClass, Kind::PodDisruptionBudget];
+pub const SCHEDULER_KINDS: &[Kind] = &[
+    Kind::Node,
+    Kind::Pod,
+    Kind::PodGroup,
+    Kind::PriorityClass,
+    Kind::PodDisruptionBudget,
+    Kind::PersistentVolumeClaim,
+    Kind::PersistentVolume,
+    Kind::StorageClass,
+    Kind::CSINode,
+    Kind::CSIDriver,
+];
 
 /// The kinds `placer serve` watches: the scheduler's, plus Jobs and Workloads when the Job
 /// integration runs.
@@ -302,6 +317,25 @@ impl KubeStore {
                         _ => self.handle.spawn(reflect::<resource::ResourceClaimTemplate>(
                             client, shared, metrics, server,
                         )),
+                    }
+                }
+                Kind::PersistentVolumeClaim | Kind::PersistentVolume => {
+                    use placer_api::k8s::api::core::v1 as core;
+                    match kind {
+                        Kind::PersistentVolumeClaim => self
+                            .handle
+                            .spawn(reflect::<core::PersistentVolumeClaim>(client, shared, metrics, server)),
+                        _ => self.handle.spawn(reflect::<core::PersistentVolume>(client, shared, metrics, server)),
+                    }
+                }
+                Kind::StorageClass | Kind::CSINode | Kind::CSIDriver => {
+                    use placer_api::k8s::api::storage::v1 as storage;
+                    match kind {
+                        Kind::StorageClass => {
+                            self.handle.spawn(reflect::<storage::StorageClass>(client, shared, metrics, server))
+                        }
+                        Kind::CSINode => self.handle.spawn(reflect::<storage::CSINode>(client, shared, metrics, server)),
+                        _ => self.handle.spawn(reflect::<storage::CSIDriver>(client, shared, metrics, server)),
                     }
                 }
             };

@@ -39,6 +39,11 @@ fn the_base_role_schedules_and_the_job_integration_has_its_own_optional_role() {
             ("scheduling.k8s.io", "podgroups/status", &["update"]),
             ("scheduling.k8s.io", "priorityclasses", &["list", "watch"]),
             ("policy", "poddisruptionbudgets", &["list", "watch"]),
+            ("", "persistentvolumeclaims", &["list", "watch", "patch"]),
+            ("", "persistentvolumes", &["list", "watch", "patch"]),
+            ("storage.k8s.io", "storageclasses", &["list", "watch"]),
+            ("storage.k8s.io", "csinodes", &["list", "watch"]),
+            ("storage.k8s.io", "csidrivers", &["list", "watch"]),
             ("events.k8s.io", "events", &["create", "patch"]),
         ])
     );

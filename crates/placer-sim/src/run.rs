@@ -30,6 +30,8 @@ use placer_cluster::embedded::EmbeddedCluster;
 use placer_cluster::{ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError};
 use placer_controllers::cronjob::{CronJobController, CronJobValidation};
 use placer_controllers::job::{JobController, JobValidation};
+use placer_controllers::ephemeral::EphemeralVolumeController;
+use placer_controllers::persistentvolume::PersistentVolumeController;
 use placer_controllers::resourceclaim::ResourceClaimController;
 use placer_controllers::scheduler::SchedulerController;
 use placer_controllers::Controller;
@@ -218,6 +220,8 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
     });
     let controllers: Vec<Box<dyn Controller>> = vec![
         Box::new(JobController::new(gates.clone())),
+        Box::new(EphemeralVolumeController::new()),
+        Box::new(PersistentVolumeController::new()),
         Box::new(SchedulerController::new(config, Box::new(metrics.observer()))),
         Box::new(SimKubelet::new(frozen)),
         Box::new(CronJobController::new()),

@@ -61,6 +61,11 @@ fn collection_of(kind: &str) -> (&'static str, &'static str) {
         "Job" => ("/apis/batch/v1", "jobs"),
         "Event" => ("/apis/events.k8s.io/v1", "events"),
         "Lease" => ("/apis/coordination.k8s.io/v1", "leases"),
+        "PersistentVolumeClaim" => ("/api/v1", "persistentvolumeclaims"),
+        "PersistentVolume" => ("/api/v1", "persistentvolumes"),
+        "StorageClass" => ("/apis/storage.k8s.io/v1", "storageclasses"),
+        "CSINode" => ("/apis/storage.k8s.io/v1", "csinodes"),
+        "CSIDriver" => ("/apis/storage.k8s.io/v1", "csidrivers"),
         other => panic!("fake API: no collection for kind {other}"),
     }
 }

@@ -49,7 +49,7 @@ use placer_metrics::{Clock, Metrics};
 pub use crate::lifecycle::NOT_READY_TAINT;
 
 /// Index of the scheduler in the controller list (its wake-ups drive settling).
-const SCHEDULER: usize = 1;
+const SCHEDULER: usize = 3;
 
 /// A callback told about each phase of a run (see [`RunOptions::progress`]).
 pub type ProgressFn = Arc<dyn Fn(&str) + Send + Sync>;
@@ -220,9 +220,11 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
     });
     let controllers: Vec<Box<dyn Controller>> = vec![
         Box::new(JobController::new(gates.clone())),
+        // Claims are created and bound before the scheduler looks at them, as the
+        // controllers of a real cluster would have done by then.
         Box::new(EphemeralVolumeController::new()),
         Box::new(PersistentVolumeController::new()),
-        Box::new(SchedulerController::new(config, Box::new(metrics.observer()))),
+        Box::new(SchedulerController::new(config, Box::new(metrics.observer()))), // SCHEDULER
         Box::new(SimKubelet::new(frozen)),
         Box::new(CronJobController::new()),
         Box::new(NodeLifecycle::new(terminating)),

@@ -213,7 +213,7 @@ pub(super) fn storage_update(e: &mut Errors, old: &super::Object, new: &super::O
         (Object::PersistentVolumeClaim(o), Object::PersistentVolumeClaim(n)) => {
             // Everything but the requests (expansion) and, while unset, the volume name
             // (binding) and the class is immutable.
-            let (mut os, mut ns) = (o.spec.clone().unwrap_or_default(), n.spec.clone().unwrap_or_default());
+            let (mut os, ns) = (o.spec.clone().unwrap_or_default(), n.spec.clone().unwrap_or_default());
             if os.volume_name.as_deref().unwrap_or("").is_empty() {
                 os.volume_name = ns.volume_name.clone();
             }
@@ -221,8 +221,8 @@ pub(super) fn storage_update(e: &mut Errors, old: &super::Object, new: &super::O
             if os.storage_class_name.is_none() {
                 os.storage_class_name = ns.storage_class_name.clone();
             }
-            os.resources = ns.resources.take();
-            os.volume_attributes_class_name = ns.volume_attributes_class_name.take();
+            os.resources = ns.resources.clone();
+            os.volume_attributes_class_name = ns.volume_attributes_class_name.clone();
             if json(&os) != json(&ns) {
                 e.forbidden(
                     "spec",

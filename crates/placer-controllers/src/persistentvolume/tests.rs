@@ -1,6 +1,6 @@
 //! The PV controller against pv_controller's binding and provisioning rules.
 
-use placer_cluster::EmbeddedCluster;
+use placer_cluster::embedded::EmbeddedCluster;
 use serde_json::json;
 
 use super::*;

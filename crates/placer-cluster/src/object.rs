@@ -8,8 +8,8 @@ use placer_api::k8s::api::core::v1::{Event, Namespace, Node, PersistentVolume, P
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
-use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
+use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// The kinds Placer reads and writes. Namespaces, Events and Leases are held for the

@@ -87,7 +87,9 @@ impl Controller for EphemeralVolumeController {
                     // A deleted claim of a live pod is created again.
                     for owner in c.metadata.owner_references.iter().flatten().filter(|o| o.kind == "Pod") {
                         let ns = c.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
-                        if let Some(Object::Pod(p)) = store.get(&ObjectRef::new(Kind::Pod, ns, owner.name.clone())) {
+                        if let Some(Object::Pod(p)) =
+                            store.get(&ObjectRef::new(Kind::Pod, ns, owner.name.clone()))
+                        {
                             wrote |= self.sync_pod(store, &p)?;
                         }
                     }

@@ -130,7 +130,11 @@ fn is_delay_binding(class: Option<&StorageClass>) -> bool {
 
 /// `FindMatchingVolume` in the controller's path (no node): a PV pre-bound to the claim,
 /// else (not for delayed binding) the smallest Available PV that fits.
-fn find_match<'a>(claim: &PersistentVolumeClaim, pvs: &'a [PersistentVolume], delay: bool) -> Option<&'a PersistentVolume> {
+fn find_match<'a>(
+    claim: &PersistentVolumeClaim,
+    pvs: &'a [PersistentVolume],
+    delay: bool,
+) -> Option<&'a PersistentVolume> {
     let spec = claim.spec.clone().unwrap_or_default();
     let requested = request(claim);
     let class = claim_class(claim);
@@ -221,13 +225,10 @@ fn claim_ref_of(claim: &PersistentVolumeClaim) -> ObjectReference {
 
 /// The default StorageClass: among classes annotated default, the newest, then by name.
 fn default_class(classes: &[StorageClass]) -> Option<&StorageClass> {
-    classes
-        .iter()
-        .filter(|c| ann(&c.metadata, ANN_DEFAULT_CLASS) == Some("true"))
-        .max_by(|a, b| {
-            let t = |c: &StorageClass| c.metadata.creation_timestamp.clone().map(|t| t.0);
-            t(a).cmp(&t(b)).then_with(|| b.metadata.name.cmp(&a.metadata.name))
-        })
+    classes.iter().filter(|c| ann(&c.metadata, ANN_DEFAULT_CLASS) == Some("true")).max_by(|a, b| {
+        let t = |c: &StorageClass| c.metadata.creation_timestamp.clone().map(|t| t.0);
+        t(a).cmp(&t(b)).then_with(|| b.metadata.name.cmp(&a.metadata.name))
+    })
 }
 
 struct World {
@@ -285,7 +286,10 @@ impl PersistentVolumeController {
             wrote = true;
         }
         if pv.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Bound") {
-            pv.status = Some(PersistentVolumeStatus { phase: Some("Bound".to_string()), ..pv.status.clone().unwrap_or_default() });
+            pv.status = Some(PersistentVolumeStatus {
+                phase: Some("Bound".to_string()),
+                ..pv.status.clone().unwrap_or_default()
+            });
             pv = match store.update_status(Object::PersistentVolume(pv)).map_err(err)? {
                 Object::PersistentVolume(p) => p,
                 _ => return Ok(true),
@@ -332,7 +336,8 @@ impl PersistentVolumeController {
         let spec = claim.spec.clone().unwrap_or_default();
         let selected = ann(&claim.metadata, ANN_SELECTED_NODE);
         let affinity = selected.and_then(|node| self.topology(store, class, node));
-        let storage = spec.resources.as_ref().and_then(|r| r.requests.as_ref()).and_then(|r| r.get("storage")).cloned();
+        let storage =
+            spec.resources.as_ref().and_then(|r| r.requests.as_ref()).and_then(|r| r.get("storage")).cloned();
         let mut meta = ObjectMeta { name: Some(name.clone()), ..Default::default() };
         set_ann(&mut meta, ANN_PROVISIONED_BY, &class.provisioner);
         set_ann(&mut meta, ANN_BOUND_BY_CONTROLLER, "yes");
@@ -348,7 +353,9 @@ impl PersistentVolumeController {
                     ..Default::default()
                 }),
                 node_affinity: affinity,
-                persistent_volume_reclaim_policy: Some(class.reclaim_policy.clone().unwrap_or_else(|| "Delete".into())),
+                persistent_volume_reclaim_policy: Some(
+                    class.reclaim_policy.clone().unwrap_or_else(|| "Delete".into()),
+                ),
                 storage_class_name: class.metadata.name.clone(),
                 volume_mode: spec.volume_mode.clone(),
                 mount_options: class.mount_options.clone(),
@@ -363,13 +370,21 @@ impl PersistentVolumeController {
         match store.create(Object::PersistentVolume(pv)) {
             Ok(Object::PersistentVolume(pv)) => {
                 let note = format!("Successfully provisioned volume {name} using {}", class.provisioner);
-                let cr = ObjectRef::new(Kind::PersistentVolumeClaim, ns(&claim.metadata), claim.metadata.name.clone().unwrap_or_default());
+                let cr = ObjectRef::new(
+                    Kind::PersistentVolumeClaim,
+                    ns(&claim.metadata),
+                    claim.metadata.name.clone().unwrap_or_default(),
+                );
                 record(store, cr, "Normal", "ProvisioningSucceeded", note);
                 Ok(Some(pv))
             }
             Ok(_) => Ok(None),
             Err(e) => {
-                let cr = ObjectRef::new(Kind::PersistentVolumeClaim, ns(&claim.metadata), claim.metadata.name.clone().unwrap_or_default());
+                let cr = ObjectRef::new(
+                    Kind::PersistentVolumeClaim,
+                    ns(&claim.metadata),
+                    claim.metadata.name.clone().unwrap_or_default(),
+                );
                 record(store, cr, "Warning", "ProvisioningFailed", e.to_string());
                 Ok(None)
             }
@@ -378,7 +393,12 @@ impl PersistentVolumeController {
 
     /// Node affinity of a volume provisioned for `node`: the node's values of the driver's
     /// CSINode topology keys, else of the class's allowedTopologies keys.
-    fn topology(&self, store: &dyn ClusterStore, class: &StorageClass, node: &str) -> Option<VolumeNodeAffinity> {
+    fn topology(
+        &self,
+        store: &dyn ClusterStore,
+        class: &StorageClass,
+        node: &str,
+    ) -> Option<VolumeNodeAffinity> {
         let Some(Object::Node(n)) = store.get(&ObjectRef::new(Kind::Node, "", node)) else { return None };
         let labels = n.metadata.labels.clone().unwrap_or_default();
         let mut keys: Vec<String> = match store.get(&ObjectRef::new(Kind::CSINode, "", node)) {
@@ -410,7 +430,10 @@ impl PersistentVolumeController {
             .collect();
         (!exprs.is_empty()).then(|| VolumeNodeAffinity {
             required: Some(NodeSelector {
-                node_selector_terms: vec![NodeSelectorTerm { match_expressions: Some(exprs), match_fields: None }],
+                node_selector_terms: vec![NodeSelectorTerm {
+                    match_expressions: Some(exprs),
+                    match_fields: None,
+                }],
             }),
         })
     }
@@ -441,7 +464,8 @@ impl PersistentVolumeController {
         }
         let bound = ann(&claim.metadata, ANN_BIND_COMPLETED).is_some();
         if bound {
-            let pv = world.pvs.iter().find(|p| p.metadata.name.as_deref() == Some(volume_name(&claim))).cloned();
+            let pv =
+                world.pvs.iter().find(|p| p.metadata.name.as_deref() == Some(volume_name(&claim))).cloned();
             return match pv {
                 Some(pv) if claim_ref(&pv).is_none() || bound_to(&pv, &claim) => self.bind(store, pv, claim),
                 _ => {
@@ -466,7 +490,8 @@ impl PersistentVolumeController {
         }
         if !volume_name(&claim).is_empty() {
             // Pre-bound by the user to a volume.
-            let pv = world.pvs.iter().find(|p| p.metadata.name.as_deref() == Some(volume_name(&claim))).cloned();
+            let pv =
+                world.pvs.iter().find(|p| p.metadata.name.as_deref() == Some(volume_name(&claim))).cloned();
             return match pv {
                 Some(pv) if claim_ref(&pv).is_none() || bound_to(&pv, &claim) => self.bind(store, pv, claim),
                 _ => Self::set_claim_phase(store, claim, "Pending"),
@@ -546,9 +571,11 @@ impl PersistentVolumeController {
         };
         if target == "Released" {
             let provisioned = ann(&pv.metadata, ANN_PROVISIONED_BY).is_some();
-            let delete = pv.spec.as_ref().and_then(|s| s.persistent_volume_reclaim_policy.as_deref()) == Some("Delete");
+            let delete = pv.spec.as_ref().and_then(|s| s.persistent_volume_reclaim_policy.as_deref())
+                == Some("Delete");
             if provisioned && delete {
-                let r = ObjectRef::new(Kind::PersistentVolume, "", pv.metadata.name.clone().unwrap_or_default());
+                let r =
+                    ObjectRef::new(Kind::PersistentVolume, "", pv.metadata.name.clone().unwrap_or_default());
                 return match store.delete(&r) {
                     Ok(()) | Err(StoreError::NotFound(_)) => Ok(true),
                     Err(e) => Err(err(e)),
@@ -577,7 +604,13 @@ impl Controller for PersistentVolumeController {
     }
 
     fn reconcile(&mut self, store: &mut dyn ClusterStore) -> Result<bool, ControllerError> {
-        let kinds = [Kind::PersistentVolumeClaim, Kind::PersistentVolume, Kind::StorageClass, Kind::Node, Kind::CSINode];
+        let kinds = [
+            Kind::PersistentVolumeClaim,
+            Kind::PersistentVolume,
+            Kind::StorageClass,
+            Kind::Node,
+            Kind::CSINode,
+        ];
         let events = store.watch_kinds_since(self.seen_rv, &kinds);
         let latest = store.resource_version();
         if events.is_empty() {
@@ -607,7 +640,6 @@ impl Controller for PersistentVolumeController {
         None
     }
 }
-
 
 #[cfg(test)]
 mod tests;

@@ -868,7 +868,9 @@ fn write_volume_binding(store: &mut dyn ClusterStore, write: &VolumeWrite) -> Re
     let before = store.get(&r).and_then(|o| o.metadata().resource_version.clone());
     match store.merge_patch(&r, &patch) {
         Ok(obj) => Ok(obj.metadata().resource_version != before),
-        Err(source) => Err(DriverError::Store { action: "bind volume", target: r.to_string(), source: Box::new(source) }),
+        Err(source) => {
+            Err(DriverError::Store { action: "bind volume", target: r.to_string(), source: Box::new(source) })
+        }
     }
 }
 

@@ -322,20 +322,28 @@ impl KubeStore {
                 Kind::PersistentVolumeClaim | Kind::PersistentVolume => {
                     use placer_api::k8s::api::core::v1 as core;
                     match kind {
-                        Kind::PersistentVolumeClaim => self
+                        Kind::PersistentVolumeClaim => {
+                            self.handle.spawn(reflect::<core::PersistentVolumeClaim>(
+                                client, shared, metrics, server,
+                            ))
+                        }
+                        _ => self
                             .handle
-                            .spawn(reflect::<core::PersistentVolumeClaim>(client, shared, metrics, server)),
-                        _ => self.handle.spawn(reflect::<core::PersistentVolume>(client, shared, metrics, server)),
+                            .spawn(reflect::<core::PersistentVolume>(client, shared, metrics, server)),
                     }
                 }
                 Kind::StorageClass | Kind::CSINode | Kind::CSIDriver => {
                     use placer_api::k8s::api::storage::v1 as storage;
                     match kind {
-                        Kind::StorageClass => {
-                            self.handle.spawn(reflect::<storage::StorageClass>(client, shared, metrics, server))
+                        Kind::StorageClass => self
+                            .handle
+                            .spawn(reflect::<storage::StorageClass>(client, shared, metrics, server)),
+                        Kind::CSINode => {
+                            self.handle.spawn(reflect::<storage::CSINode>(client, shared, metrics, server))
                         }
-                        Kind::CSINode => self.handle.spawn(reflect::<storage::CSINode>(client, shared, metrics, server)),
-                        _ => self.handle.spawn(reflect::<storage::CSIDriver>(client, shared, metrics, server)),
+                        _ => {
+                            self.handle.spawn(reflect::<storage::CSIDriver>(client, shared, metrics, server))
+                        }
                     }
                 }
             };

@@ -111,7 +111,12 @@ fn not_exercised(rules: &rbac::Rules) -> rbac::Rules {
             "topology assignment annotation, topologyLevels mode only",
         ),
         ("events.k8s.io", "events", "patch", "a repeated event becomes a series"),
-        ("", "persistentvolumes", "patch", "VolumeBinding PreBind: static binding of a WaitForFirstConsumer claim"),
+        (
+            "",
+            "persistentvolumes",
+            "patch",
+            "VolumeBinding PreBind: static binding of a WaitForFirstConsumer claim",
+        ),
         (
             "",
             "persistentvolumeclaims",

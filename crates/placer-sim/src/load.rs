@@ -738,7 +738,9 @@ impl<'de> Deserialize<'de> for Typed {
             Some(Kind::PersistentVolumeClaim) => {
                 Object::PersistentVolumeClaim(storage::PersistentVolumeClaim::deserialize(d)?)
             }
-            Some(Kind::PersistentVolume) => Object::PersistentVolume(storage::PersistentVolume::deserialize(d)?),
+            Some(Kind::PersistentVolume) => {
+                Object::PersistentVolume(storage::PersistentVolume::deserialize(d)?)
+            }
             Some(Kind::StorageClass) => Object::StorageClass(storage::StorageClass::deserialize(d)?),
             Some(Kind::CSINode) => Object::CSINode(storage::CSINode::deserialize(d)?),
             Some(Kind::CSIDriver) => Object::CSIDriver(storage::CSIDriver::deserialize(d)?),

@@ -9,12 +9,17 @@ use super::col;
 /// kubectl's short access modes (`RWO,ROX,RWX,RWOP`), in its order.
 fn access_modes(modes: Option<&Vec<String>>) -> String {
     let modes = modes.map(Vec::as_slice).unwrap_or(&[]);
-    [("ReadWriteOnce", "RWO"), ("ReadOnlyMany", "ROX"), ("ReadWriteMany", "RWX"), ("ReadWriteOncePod", "RWOP")]
-        .into_iter()
-        .filter(|(m, _)| modes.iter().any(|x| x == m))
-        .map(|(_, s)| s)
-        .collect::<Vec<_>>()
-        .join(",")
+    [
+        ("ReadWriteOnce", "RWO"),
+        ("ReadOnlyMany", "ROX"),
+        ("ReadWriteMany", "RWX"),
+        ("ReadWriteOncePod", "RWOP"),
+    ]
+    .into_iter()
+    .filter(|(m, _)| modes.iter().any(|x| x == m))
+    .map(|(_, s)| s)
+    .collect::<Vec<_>>()
+    .join(",")
 }
 
 fn or_unset(v: Option<&String>) -> String {
@@ -56,7 +61,9 @@ pub(super) fn columns(kind: Kind, name: Value, age: Value) -> Vec<Value> {
             col("AllowVolumeExpansion", "string", 0, "Whether volumes of this class can be expanded."),
             age,
         ],
-        Kind::CSINode => vec![name, col("Drivers", "integer", 0, "The number of CSI drivers on the node."), age],
+        Kind::CSINode => {
+            vec![name, col("Drivers", "integer", 0, "The number of CSI drivers on the node."), age]
+        }
         _ => vec![
             name,
             col("AttachRequired", "boolean", 0, "Whether the driver needs an attach operation."),
@@ -97,11 +104,22 @@ pub(super) fn cells(obj: &Object, name: Value, age: Value) -> Vec<Value> {
             let claim = spec
                 .claim_ref
                 .as_ref()
-                .map(|c| format!("{}/{}", c.namespace.clone().unwrap_or_default(), c.name.clone().unwrap_or_default()))
+                .map(|c| {
+                    format!(
+                        "{}/{}",
+                        c.namespace.clone().unwrap_or_default(),
+                        c.name.clone().unwrap_or_default()
+                    )
+                })
                 .unwrap_or_default();
             vec![
                 name,
-                json!(spec.capacity.as_ref().and_then(|c| c.get("storage")).map(|q| q.0.clone()).unwrap_or_default()),
+                json!(spec
+                    .capacity
+                    .as_ref()
+                    .and_then(|c| c.get("storage"))
+                    .map(|q| q.0.clone())
+                    .unwrap_or_default()),
                 json!(access_modes(spec.access_modes.as_ref())),
                 json!(spec.persistent_volume_reclaim_policy.unwrap_or_else(|| "Retain".to_string())),
                 json!(status.phase.unwrap_or_default()),
@@ -133,14 +151,10 @@ pub(super) fn cells(obj: &Object, name: Value, age: Value) -> Vec<Value> {
         Object::CSINode(n) => vec![name, json!(n.spec.drivers.len()), age],
         Object::CSIDriver(d) => {
             let s = &d.spec;
-            let tokens = s
-                .token_requests
-                .iter()
-                .flatten()
-                .map(|t| t.audience.clone())
-                .collect::<Vec<_>>()
-                .join(",");
-            let modes = s.volume_lifecycle_modes.clone().unwrap_or_else(|| vec!["Persistent".to_string()]).join(",");
+            let tokens =
+                s.token_requests.iter().flatten().map(|t| t.audience.clone()).collect::<Vec<_>>().join(",");
+            let modes =
+                s.volume_lifecycle_modes.clone().unwrap_or_else(|| vec!["Persistent".to_string()]).join(",");
             vec![
                 name,
                 json!(s.attach_required.unwrap_or(true)),

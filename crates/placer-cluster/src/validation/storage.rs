@@ -71,7 +71,9 @@ pub(super) fn validate_pvc(e: &mut Errors, pvc: &PersistentVolumeClaim) {
         None => e.required("spec.resources[storage]", ""),
         Some(q) => match parse_quantity("storage", q) {
             Err(m) => e.invalid("spec.resources.requests[storage]", &q.0, &m),
-            Ok(v) if v <= 0 => e.invalid("spec.resources.requests[storage]", &q.0, "must be greater than zero"),
+            Ok(v) if v <= 0 => {
+                e.invalid("spec.resources.requests[storage]", &q.0, "must be greater than zero")
+            }
             Ok(_) => {}
         },
     }
@@ -137,12 +139,17 @@ pub(super) fn validate_pv(e: &mut Errors, pv: &PersistentVolume) {
     if let Some(affinity) = &spec.node_affinity {
         match &affinity.required {
             None => e.required("spec.nodeAffinity.required", "must specify required node constraints"),
-            Some(sel) if sel.node_selector_terms.is_empty() => {
-                e.required("spec.nodeAffinity.required.nodeSelectorTerms", "must have at least one node selector term")
-            }
+            Some(sel) if sel.node_selector_terms.is_empty() => e.required(
+                "spec.nodeAffinity.required.nodeSelectorTerms",
+                "must have at least one node selector term",
+            ),
             Some(sel) => {
                 for (i, t) in sel.node_selector_terms.iter().enumerate() {
-                    validate_node_selector_term(e, &format!("spec.nodeAffinity.required.nodeSelectorTerms[{i}]"), t);
+                    validate_node_selector_term(
+                        e,
+                        &format!("spec.nodeAffinity.required.nodeSelectorTerms[{i}]"),
+                        t,
+                    );
                 }
             }
         }
@@ -169,7 +176,10 @@ pub(super) fn validate_storage_class(e: &mut Errors, sc: &StorageClass) {
     for (i, term) in sc.allowed_topologies.iter().flatten().enumerate() {
         let exprs = term.match_label_expressions.as_deref().unwrap_or(&[]);
         if exprs.is_empty() {
-            e.required(format!("allowedTopologies[{i}].matchLabelExpressions"), "must have at least one label expression");
+            e.required(
+                format!("allowedTopologies[{i}].matchLabelExpressions"),
+                "must have at least one label expression",
+            );
         }
         for (j, r) in exprs.iter().enumerate() {
             if r.values.is_empty() {

@@ -54,10 +54,14 @@ fn immediate_claims_bind_to_the_smallest_fitting_volume_and_get_the_default_clas
     let mut store = EmbeddedCluster::new();
     create(&mut store, Kind::StorageClass, class("std", "Immediate", NO_PROVISIONER, true));
     for (name, size) in [("big", "10Gi"), ("small", "2Gi")] {
-        create(&mut store, Kind::PersistentVolume, json!({"apiVersion": "v1", "kind": "PersistentVolume",
+        create(
+            &mut store,
+            Kind::PersistentVolume,
+            json!({"apiVersion": "v1", "kind": "PersistentVolume",
             "metadata": {"name": name},
             "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"], "storageClassName": "std",
-                     "hostPath": {"path": "/x"}}}));
+                     "hostPath": {"path": "/x"}}}),
+        );
     }
     create(&mut store, Kind::PersistentVolumeClaim, pvc("data", None));
     settle(&mut store);
@@ -66,7 +70,8 @@ fn immediate_claims_bind_to_the_smallest_fitting_volume_and_get_the_default_clas
     assert_eq!(volume_name(&c), "small");
     assert_eq!(c.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Bound"));
     assert_eq!(ann(&c.metadata, ANN_BIND_COMPLETED), Some("yes"));
-    let Some(Object::PersistentVolume(big)) = store.get(&ObjectRef::new(Kind::PersistentVolume, "", "big")) else {
+    let Some(Object::PersistentVolume(big)) = store.get(&ObjectRef::new(Kind::PersistentVolume, "", "big"))
+    else {
         panic!()
     };
     assert_eq!(big.status.and_then(|s| s.phase), Some("Available".to_string()));
@@ -75,11 +80,19 @@ fn immediate_claims_bind_to_the_smallest_fitting_volume_and_get_the_default_clas
 #[test]
 fn wait_for_first_consumer_claims_wait_then_provision_on_the_selected_node() {
     let mut store = EmbeddedCluster::new();
-    create(&mut store, Kind::Node, json!({"apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": "n1", "labels": {"topology.kubernetes.io/zone": "a"}}}));
-    create(&mut store, Kind::CSINode, json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+    create(
+        &mut store,
+        Kind::Node,
+        json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "n1", "labels": {"topology.kubernetes.io/zone": "a"}}}),
+    );
+    create(
+        &mut store,
+        Kind::CSINode,
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
         "metadata": {"name": "n1"},
-        "spec": {"drivers": [{"name": "csi.example.com", "nodeID": "n1", "topologyKeys": ["topology.kubernetes.io/zone"]}]}}));
+        "spec": {"drivers": [{"name": "csi.example.com", "nodeID": "n1", "topologyKeys": ["topology.kubernetes.io/zone"]}]}}),
+    );
     create(&mut store, Kind::StorageClass, class("wait", "WaitForFirstConsumer", "csi.example.com", false));
     create(&mut store, Kind::PersistentVolumeClaim, pvc("data", Some("wait")));
     settle(&mut store);
@@ -96,9 +109,22 @@ fn wait_for_first_consumer_claims_wait_then_provision_on_the_selected_node() {
     let pvs = store.list(Kind::PersistentVolume);
     let Some(Object::PersistentVolume(pv)) = pvs.first() else { panic!("no PV provisioned") };
     assert_eq!(pv.metadata.name.as_deref(), Some(volume_name(&c)));
-    let terms = &pv.spec.as_ref().unwrap().node_affinity.as_ref().unwrap().required.as_ref().unwrap().node_selector_terms;
+    let terms = &pv
+        .spec
+        .as_ref()
+        .unwrap()
+        .node_affinity
+        .as_ref()
+        .unwrap()
+        .required
+        .as_ref()
+        .unwrap()
+        .node_selector_terms;
     let expr = &terms[0].match_expressions.as_ref().unwrap()[0];
-    assert_eq!((expr.key.as_str(), expr.values.clone()), ("topology.kubernetes.io/zone", Some(vec!["a".to_string()])));
+    assert_eq!(
+        (expr.key.as_str(), expr.values.clone()),
+        ("topology.kubernetes.io/zone", Some(vec!["a".to_string()]))
+    );
 
     // The claim goes: a provisioned volume with reclaim policy Delete goes with it.
     store.delete(&r).unwrap();

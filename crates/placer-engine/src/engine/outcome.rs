@@ -15,8 +15,8 @@ use placer_api::annotations::TOPOLOGY_ASSIGNMENT;
 
 use super::*;
 use crate::framework::group::{unschedulable_all, GroupDecision, MSG_GROUP_UNSCHEDULABLE};
-use crate::framework::{CycleData, PermitVerdict, Status};
 use crate::framework::BindWrites;
+use crate::framework::{CycleData, PermitVerdict, Status};
 
 /// What happens to one member after a group cycle.
 enum Decided {

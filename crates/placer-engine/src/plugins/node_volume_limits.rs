@@ -27,7 +27,12 @@ fn has_claims(pod: &PodInfo) -> bool {
 
 /// The CSI volumes of `pod` as (driver, handle). `new_pod`: a missing claim is an error
 /// (for pods already placed it is skipped).
-fn csi_volumes(snap: &Snapshot, pod: &PodInfo, new_pod: bool, out: &mut BTreeSet<(String, String)>) -> Result<(), String> {
+fn csi_volumes(
+    snap: &Snapshot,
+    pod: &PodInfo,
+    new_pod: bool,
+    out: &mut BTreeSet<(String, String)>,
+) -> Result<(), String> {
     let v = snap.volumes();
     let ns = &*pod.key.namespace;
     for claim in pod.view.volumes.iter().filter_map(|v| v.claim()) {
@@ -36,7 +41,9 @@ fn csi_volumes(snap: &Snapshot, pod: &PodInfo, new_pod: bool, out: &mut BTreeSet
         }
         let Some(pvc) = v.pvc(ns, claim) else {
             if new_pod {
-                return Err(format!("looking up PVC {ns}/{claim}: persistentvolumeclaim {claim:?} not found"));
+                return Err(format!(
+                    "looking up PVC {ns}/{claim}: persistentvolumeclaim {claim:?} not found"
+                ));
             }
             continue;
         };
@@ -62,7 +69,11 @@ impl FilterPlugin for NodeVolumeLimits {
         }
     }
 
-    fn pre_filter<'a>(&self, state: &mut CycleState<'a>, _snap: &'a Snapshot) -> Result<PreResult, Rejection> {
+    fn pre_filter<'a>(
+        &self,
+        state: &mut CycleState<'a>,
+        _snap: &'a Snapshot,
+    ) -> Result<PreResult, Rejection> {
         Ok(if has_claims(state.pod) { PreResult::Run } else { PreResult::Skip })
     }
 

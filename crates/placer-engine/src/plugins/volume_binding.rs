@@ -100,7 +100,13 @@ impl ReservePlugin for VolumeBinding {
         has_claims(pod)
     }
 
-    fn reserve(&self, data: &mut CycleData, snap: &Snapshot, _pod: &PodInfo, node: NodeId) -> Result<(), Status> {
+    fn reserve(
+        &self,
+        data: &mut CycleData,
+        snap: &Snapshot,
+        _pod: &PodInfo,
+        node: NodeId,
+    ) -> Result<(), Status> {
         let Some(PreState(claims)) = data.read::<PreState>(NAME) else { return Ok(()) };
         let state = snap.node(node);
         let volumes = find(snap, claims, state).map_err(|r| r.to_status())?;
@@ -125,7 +131,13 @@ impl PreBindPlugin for VolumeBinding {
         has_claims(pod)
     }
 
-    fn pre_bind(&self, data: &mut CycleData, _snap: &Snapshot, _pod: &PodInfo, _node: NodeId) -> Result<(), Status> {
+    fn pre_bind(
+        &self,
+        data: &mut CycleData,
+        _snap: &Snapshot,
+        _pod: &PodInfo,
+        _node: NodeId,
+    ) -> Result<(), Status> {
         let Some(Reserved(volumes, node)) = data.read_mut::<Reserved>(NAME) else { return Ok(()) };
         let volumes = std::mem::take(volumes);
         let node = node.clone();

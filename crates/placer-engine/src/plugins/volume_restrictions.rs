@@ -97,7 +97,10 @@ impl FilterPlugin for VolumeRestrictions {
         for v in pod.view.volumes.iter() {
             let PodVolume::Claim { claim, ephemeral: false } = v else { continue };
             let Some(pvc) = snap.volumes().pvc(ns, claim) else {
-                return Err(Rejection::unresolvable(NAME, format!("persistentvolumeclaim {claim:?} not found")));
+                return Err(Rejection::unresolvable(
+                    NAME,
+                    format!("persistentvolumeclaim {claim:?} not found"),
+                ));
             };
             if volumes::claim_access_modes(pvc).iter().any(|m| m == "ReadWriteOncePod") {
                 rwop.push(claim.as_str());

@@ -65,7 +65,10 @@ fn topologies(snap: &Snapshot, pod: &PodInfo) -> Result<Vec<PvTopology>, Rejecti
         if pv_name.is_empty() {
             let class = volumes::claim_class(pvc);
             if class.is_empty() {
-                return Err(Rejection::unresolvable(NAME, "PersistentVolumeClaim had no pv name and storageClass name"));
+                return Err(Rejection::unresolvable(
+                    NAME,
+                    "PersistentVolumeClaim had no pv name and storageClass name",
+                ));
             }
             let Some(sc) = v.class(class) else {
                 return Err(Rejection::unresolvable(
@@ -75,7 +78,10 @@ fn topologies(snap: &Snapshot, pod: &PodInfo) -> Result<Vec<PvTopology>, Rejecti
             };
             match sc.volume_binding_mode.as_deref() {
                 None => {
-                    return Err(Rejection::unresolvable(NAME, format!("VolumeBindingMode not set for StorageClass {class:?}")))
+                    return Err(Rejection::unresolvable(
+                        NAME,
+                        format!("VolumeBindingMode not set for StorageClass {class:?}"),
+                    ))
                 }
                 Some("WaitForFirstConsumer") => continue,
                 Some(_) => return Err(Rejection::unresolvable(NAME, "PersistentVolume had no name")),

@@ -38,7 +38,8 @@ pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
 /// VolumeBinding's filter reasons (upstream's `ConflictReason`s).
 pub const ERR_BIND_CONFLICT: &str = "node(s) didn't find available persistent volumes to bind";
 pub const ERR_NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
-pub const ERR_PV_NOT_EXIST: &str = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
+pub const ERR_PV_NOT_EXIST: &str =
+    "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
 
 /// The claim a PV is assumed (or recorded) bound to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,7 +108,10 @@ fn key_of(meta: &placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta)
     meta.name.clone().map(|n| ObjectKey::new(ns, n))
 }
 
-fn annotation<'a>(meta: &'a placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta, key: &str) -> Option<&'a str> {
+fn annotation<'a>(
+    meta: &'a placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    key: &str,
+) -> Option<&'a str> {
     meta.annotations.as_ref().and_then(|a| a.get(key)).map(String::as_str)
 }
 
@@ -165,7 +169,9 @@ pub fn fully_bound(pvc: &PersistentVolumeClaim) -> bool {
 pub fn pv_node_affinity_matches(pv: &PersistentVolume, labels: &Labels) -> bool {
     match pv.spec.as_ref().and_then(|s| s.node_affinity.as_ref()).and_then(|a| a.required.as_ref()) {
         None => true,
-        Some(NodeSelector { node_selector_terms }) => node_selector_terms_match(node_selector_terms, "", labels),
+        Some(NodeSelector { node_selector_terms }) => {
+            node_selector_terms_match(node_selector_terms, "", labels)
+        }
     }
 }
 
@@ -282,7 +288,10 @@ impl VolumeState {
 
     /// The node a claim is selected (or assumed selected) to be provisioned on.
     pub fn selected_node<'a>(&'a self, key: &ObjectKey, pvc: &'a PersistentVolumeClaim) -> Option<&'a str> {
-        self.assumed_node.get(key).map(String::as_str).or_else(|| annotation(&pvc.metadata, ANN_SELECTED_NODE))
+        self.assumed_node
+            .get(key)
+            .map(String::as_str)
+            .or_else(|| annotation(&pvc.metadata, ANN_SELECTED_NODE))
     }
 
     /// Upstream's `IsDelayBindingMode`: the claim's class exists and waits for the first
@@ -325,7 +334,9 @@ impl VolumeState {
                 )));
             }
             if pvc.metadata.deletion_timestamp.is_some() {
-                return Err(ClaimsError::Unresolvable(format!("persistentvolumeclaim {claim:?} is being deleted")));
+                return Err(ClaimsError::Unresolvable(format!(
+                    "persistentvolumeclaim {claim:?} is being deleted"
+                )));
             }
             if *ephemeral {
                 volume_is_for_pod(pod, pvc).map_err(ClaimsError::Unresolvable)?;
@@ -458,7 +469,12 @@ impl VolumeState {
 
     /// The unbound (`WaitForFirstConsumer`) claims of `claims` on a node: `None` when they
     /// cannot all be bound or provisioned there.
-    fn find_unbound(&self, claims: &PodClaims, node_name: &str, labels: &Labels) -> Result<Option<PodVolumes>, String> {
+    fn find_unbound(
+        &self,
+        claims: &PodClaims,
+        node_name: &str,
+        labels: &Labels,
+    ) -> Result<Option<PodVolumes>, String> {
         let mut out = PodVolumes::default();
         if claims.delayed.is_empty() {
             return Ok(Some(out));
@@ -513,7 +529,8 @@ impl VolumeState {
     pub fn assume(&mut self, volumes: &PodVolumes, node: &str) -> Vec<Undo> {
         let mut undo = Vec::new();
         for (claim, uid, pv, _) in &volumes.static_bindings {
-            let old = self.assumed_pv.insert(pv.clone(), AssumedRef { claim: claim.clone(), uid: uid.clone() });
+            let old =
+                self.assumed_pv.insert(pv.clone(), AssumedRef { claim: claim.clone(), uid: uid.clone() });
             undo.push(Undo::Pv(pv.clone(), old));
         }
         for claim in &volumes.provisions {
@@ -555,14 +572,17 @@ impl VolumeState {
 
     /// The writes PreBind makes for `volumes` chosen on `node`.
     pub fn writes(volumes: &PodVolumes, node: &str) -> Vec<VolumeWrite> {
-        let binds = volumes.static_bindings.iter().map(|(claim, uid, pv, by_controller)| VolumeWrite::BindPv {
-            pv: pv.clone(),
-            claim: claim.clone(),
-            uid: uid.clone(),
-            by_controller: *by_controller,
-        });
-        let provisions =
-            volumes.provisions.iter().map(|claim| VolumeWrite::SelectNode { claim: claim.clone(), node: node.to_string() });
+        let binds =
+            volumes.static_bindings.iter().map(|(claim, uid, pv, by_controller)| VolumeWrite::BindPv {
+                pv: pv.clone(),
+                claim: claim.clone(),
+                uid: uid.clone(),
+                by_controller: *by_controller,
+            });
+        let provisions = volumes
+            .provisions
+            .iter()
+            .map(|claim| VolumeWrite::SelectNode { claim: claim.clone(), node: node.to_string() });
         binds.chain(provisions).collect()
     }
 

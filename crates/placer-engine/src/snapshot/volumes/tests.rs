@@ -3,16 +3,20 @@
 use std::sync::Arc;
 
 use placer_api::k8s::api::core::v1::{
-    Container, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodSpec, Volume,
+    Container, PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodSpec,
+    Volume,
 };
 use placer_api::k8s::api::storage::v1::StorageClass;
 
 use super::*;
 
 fn class(name: &str, mode: &str, provisioner: &str) -> Arc<StorageClass> {
-    Arc::new(serde_json::from_value(serde_json::json!({
-        "metadata": {"name": name}, "provisioner": provisioner, "volumeBindingMode": mode,
-    })).unwrap())
+    Arc::new(
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name}, "provisioner": provisioner, "volumeBindingMode": mode,
+        }))
+        .unwrap(),
+    )
 }
 
 fn pvc(name: &str, class: &str, size: &str, volume: Option<&str>, bound: bool) -> Arc<PersistentVolumeClaim> {
@@ -50,7 +54,10 @@ fn pod(claims: &[&str]) -> PodInfo {
         .iter()
         .map(|c| Volume {
             name: c.to_string(),
-            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource { claim_name: c.to_string(), read_only: None }),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: c.to_string(),
+                read_only: None,
+            }),
             ..Default::default()
         })
         .collect();
@@ -60,7 +67,11 @@ fn pod(claims: &[&str]) -> PodInfo {
             namespace: Some("default".into()),
             ..Default::default()
         },
-        spec: Some(PodSpec { containers: vec![Container::default()], volumes: Some(volumes), ..Default::default() }),
+        spec: Some(PodSpec {
+            containers: vec![Container::default()],
+            volumes: Some(volumes),
+            ..Default::default()
+        }),
         status: None,
     };
     PodInfo::from_pod(Arc::new(p)).unwrap()
@@ -111,7 +122,8 @@ fn unbound_claims_take_the_smallest_fitting_volume_on_the_node_once() {
     s.upsert_pv(pv("elsewhere", "wait", "10Gi", Some("n2")));
     let claims = s.pod_claims(&pod(&["a", "b"])).unwrap().unwrap();
     let got = s.find_pod_volumes(&claims, "n1", &labels("n1")).unwrap().unwrap();
-    let chosen: Vec<(&str, &str)> = got.static_bindings.iter().map(|(c, _, pv, _)| (&*c.name, pv.as_str())).collect();
+    let chosen: Vec<(&str, &str)> =
+        got.static_bindings.iter().map(|(c, _, pv, _)| (&*c.name, pv.as_str())).collect();
     assert_eq!(chosen, [("b", "small"), ("a", "mid")]);
     // Assumed, the volumes are taken: a second pod's claim cannot have them.
     let undo = s.assume(&got, "n1");
@@ -134,7 +146,8 @@ fn provisioning_follows_allowed_topologies_and_the_selected_node() {
     let mut c: StorageClass = (*class("zonal", "WaitForFirstConsumer", "csi.example.com")).clone();
     c.allowed_topologies = Some(vec![serde_json::from_value(serde_json::json!({
         "matchLabelExpressions": [{"key": "kubernetes.io/hostname", "values": ["n2"]}]
-    })).unwrap()]);
+    }))
+    .unwrap()]);
     s.upsert_class(Arc::new(c));
     s.upsert_pvc(pvc("d", "zonal", "1Gi", None, false));
     let claims = s.pod_claims(&pod(&["d"])).unwrap().unwrap();

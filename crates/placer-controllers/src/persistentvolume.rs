@@ -31,8 +31,10 @@ use placer_api::k8s::api::core::v1::{
 };
 use placer_api::k8s::api::storage::v1::StorageClass;
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use placer_api::quantity::parse_units;
 use placer_cluster::{ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError};
+use placer_engine::volumes::{
+    capacity_bytes as capacity, claim_class, pv_class, requested_bytes as request, volume_name,
+};
 
 use crate::{Controller, ControllerError};
 
@@ -74,41 +76,6 @@ fn set_ann(m: &mut ObjectMeta, key: &str, value: &str) {
 
 fn ns(m: &ObjectMeta) -> String {
     m.namespace.clone().unwrap_or_else(|| "default".to_string())
-}
-
-fn claim_class(c: &PersistentVolumeClaim) -> &str {
-    ann(&c.metadata, ANN_BETA_CLASS)
-        .or_else(|| c.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()))
-        .unwrap_or("")
-}
-
-fn pv_class(pv: &PersistentVolume) -> &str {
-    ann(&pv.metadata, ANN_BETA_CLASS)
-        .or_else(|| pv.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()))
-        .unwrap_or("")
-}
-
-fn request(c: &PersistentVolumeClaim) -> i64 {
-    c.spec
-        .as_ref()
-        .and_then(|s| s.resources.as_ref())
-        .and_then(|r| r.requests.as_ref())
-        .and_then(|r| r.get("storage"))
-        .and_then(|q| parse_units(&q.0).ok())
-        .unwrap_or(0)
-}
-
-fn capacity(pv: &PersistentVolume) -> i64 {
-    pv.spec
-        .as_ref()
-        .and_then(|s| s.capacity.as_ref())
-        .and_then(|c| c.get("storage"))
-        .and_then(|q| parse_units(&q.0).ok())
-        .unwrap_or(0)
-}
-
-fn volume_name(c: &PersistentVolumeClaim) -> &str {
-    c.spec.as_ref().and_then(|s| s.volume_name.as_deref()).unwrap_or("")
 }
 
 fn claim_ref(pv: &PersistentVolume) -> Option<&ObjectReference> {

@@ -52,6 +52,12 @@ pub use engine::{
     REASON_NODE_FAILURES, REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE,
 };
 pub use framework::registry::UnknownPlugin;
+
+/// What the PV controller shares with the volume binder: a claim's and a volume's class,
+/// the claim's request and volume name, the volume's capacity.
+pub mod volumes {
+    pub use crate::snapshot::volumes::{capacity_bytes, claim_class, pv_class, requested_bytes, volume_name};
+}
 pub use model::{pod_requests, GroupKey, GroupPolicy, ObjectKey, PodKey};
 pub use observer::{NoopObserver, Observer};
 pub use preemption::REASON_PREEMPTION_BY_SCHEDULER;

@@ -145,7 +145,8 @@ pub fn requested_bytes(pvc: &PersistentVolumeClaim) -> i64 {
         .unwrap_or(0)
 }
 
-fn capacity_bytes(pv: &PersistentVolume) -> i64 {
+/// The PV's storage capacity in bytes (0 when unset or unreadable).
+pub fn capacity_bytes(pv: &PersistentVolume) -> i64 {
     pv.spec
         .as_ref()
         .and_then(|s| s.capacity.as_ref())

@@ -900,6 +900,8 @@ fn policy_relaxed(old: GroupPolicy, new: GroupPolicy) -> bool {
 #[cfg(test)]
 mod binding_tests;
 mod cycle;
+mod explain;
+pub use explain::{DomainFit, FilterSummary, GroupExplanation};
 mod outcome;
 mod preempt;
 mod storage;

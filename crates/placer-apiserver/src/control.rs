@@ -53,7 +53,11 @@ pub fn controllers(
     frozen: HashSet<String>,
     metrics: &Metrics,
 ) -> Vec<Box<dyn Controller>> {
-    let mut list: Vec<Box<dyn Controller>> = vec![Box::new(JobController::new(options.gates.clone()))];
+    let mut list: Vec<Box<dyn Controller>> = vec![
+        Box::new(JobController::new(options.gates.clone())),
+        Box::new(placer_controllers::ephemeral::EphemeralVolumeController::new()),
+        Box::new(placer_controllers::persistentvolume::PersistentVolumeController::new()),
+    ];
     if let Some(config) = &options.scheduler {
         list.push(Box::new(SchedulerController::new(config.clone(), Box::new(metrics.observer()))));
     }

@@ -215,7 +215,8 @@ mod tests {
                 "events.k8s.io",
                 "policy",
                 "resource.k8s.io",
-                "scheduling.k8s.io"
+                "scheduling.k8s.io",
+                "storage.k8s.io"
             ]
         );
         let dra = resource_list("resource.k8s.io", "v1").unwrap();

@@ -12,6 +12,8 @@ use placer_api::k8s::jiff::Timestamp;
 use placer_cluster::{Kind, Object};
 use serde_json::{json, Value};
 
+mod storage;
+
 /// What each row carries (`includeObject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IncludeObject {
@@ -173,6 +175,11 @@ pub fn columns(kind: Kind) -> Vec<Value> {
             col("Pool", "string", 0, "The pool that this slice belongs to."),
             age,
         ],
+        Kind::PersistentVolumeClaim
+        | Kind::PersistentVolume
+        | Kind::StorageClass
+        | Kind::CSINode
+        | Kind::CSIDriver => storage::columns(kind, name, age),
         Kind::PodGroup | Kind::Workload => vec![
             name,
             json!({"name": "Created At", "type": "date", "format": "", "description": "CreationTimestamp is a timestamp representing the server time when this object was created.", "priority": 0}),
@@ -247,6 +254,11 @@ pub fn cells(obj: &Object, now: Timestamp) -> Vec<Value> {
             json!(rs.spec.pool.name.clone()),
             age,
         ],
+        Object::PersistentVolumeClaim(_)
+        | Object::PersistentVolume(_)
+        | Object::StorageClass(_)
+        | Object::CSINode(_)
+        | Object::CSIDriver(_) => storage::cells(obj, name, age),
         Object::PodGroup(_) | Object::Workload(_) => {
             let created = meta.creation_timestamp.as_ref().map(|t| rfc3339_seconds(t.0)).unwrap_or_default();
             vec![name, json!(created)]

@@ -834,6 +834,8 @@ fn copy_status(from: &Object, to: &mut Object) -> bool {
         (Object::PodDisruptionBudget(a), Object::PodDisruptionBudget(b)) => b.status = a.status.clone(),
         (Object::Namespace(a), Object::Namespace(b)) => b.status = a.status.clone(),
         (Object::ResourceClaim(a), Object::ResourceClaim(b)) => b.status = a.status.clone(),
+        (Object::PersistentVolumeClaim(a), Object::PersistentVolumeClaim(b)) => b.status = a.status.clone(),
+        (Object::PersistentVolume(a), Object::PersistentVolume(b)) => b.status = a.status.clone(),
         _ => return false,
     }
     true

@@ -4,11 +4,12 @@ use std::fmt;
 
 use placer_api::k8s::api::batch::v1::{CronJob, Job};
 use placer_api::k8s::api::coordination::v1::Lease;
-use placer_api::k8s::api::core::v1::{Event, Namespace, Node, Pod};
+use placer_api::k8s::api::core::v1::{Event, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
+use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// The kinds Placer reads and writes. Namespaces, Events and Leases are held for the
@@ -30,10 +31,15 @@ pub enum Kind {
     ResourceSlice,
     ResourceClaim,
     ResourceClaimTemplate,
+    PersistentVolumeClaim,
+    PersistentVolume,
+    StorageClass,
+    CSINode,
+    CSIDriver,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 15] = [
+    pub const ALL: [Kind; 20] = [
         Kind::Node,
         Kind::Pod,
         Kind::PodGroup,
@@ -49,11 +55,22 @@ impl Kind {
         Kind::ResourceSlice,
         Kind::ResourceClaim,
         Kind::ResourceClaimTemplate,
+        Kind::PersistentVolumeClaim,
+        Kind::PersistentVolume,
+        Kind::StorageClass,
+        Kind::CSINode,
+        Kind::CSIDriver,
     ];
 
     pub fn api_version(self) -> &'static str {
         match self {
-            Kind::Node | Kind::Pod | Kind::Namespace | Kind::Event => "v1",
+            Kind::Node
+            | Kind::Pod
+            | Kind::Namespace
+            | Kind::Event
+            | Kind::PersistentVolumeClaim
+            | Kind::PersistentVolume => "v1",
+            Kind::StorageClass | Kind::CSINode | Kind::CSIDriver => "storage.k8s.io/v1",
             Kind::PodGroup | Kind::Workload => "scheduling.k8s.io/v1alpha2",
             Kind::Job | Kind::CronJob => "batch/v1",
             Kind::PriorityClass => "scheduling.k8s.io/v1",
@@ -82,13 +99,26 @@ impl Kind {
             Kind::ResourceSlice => "ResourceSlice",
             Kind::ResourceClaim => "ResourceClaim",
             Kind::ResourceClaimTemplate => "ResourceClaimTemplate",
+            Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
+            Kind::PersistentVolume => "PersistentVolume",
+            Kind::StorageClass => "StorageClass",
+            Kind::CSINode => "CSINode",
+            Kind::CSIDriver => "CSIDriver",
         }
     }
 
     pub fn namespaced(self) -> bool {
         !matches!(
             self,
-            Kind::Node | Kind::PriorityClass | Kind::Namespace | Kind::DeviceClass | Kind::ResourceSlice
+            Kind::Node
+                | Kind::PriorityClass
+                | Kind::Namespace
+                | Kind::DeviceClass
+                | Kind::ResourceSlice
+                | Kind::PersistentVolume
+                | Kind::StorageClass
+                | Kind::CSINode
+                | Kind::CSIDriver
         )
     }
 
@@ -149,6 +179,11 @@ pub enum Object {
     ResourceSlice(ResourceSlice),
     ResourceClaim(ResourceClaim),
     ResourceClaimTemplate(ResourceClaimTemplate),
+    PersistentVolumeClaim(PersistentVolumeClaim),
+    PersistentVolume(PersistentVolume),
+    StorageClass(StorageClass),
+    CSINode(CSINode),
+    CSIDriver(CSIDriver),
 }
 
 macro_rules! each {
@@ -169,6 +204,11 @@ macro_rules! each {
             Object::ResourceSlice($o) => $e,
             Object::ResourceClaim($o) => $e,
             Object::ResourceClaimTemplate($o) => $e,
+            Object::PersistentVolumeClaim($o) => $e,
+            Object::PersistentVolume($o) => $e,
+            Object::StorageClass($o) => $e,
+            Object::CSINode($o) => $e,
+            Object::CSIDriver($o) => $e,
         }
     };
 }
@@ -191,6 +231,11 @@ impl Object {
             Object::ResourceSlice(_) => Kind::ResourceSlice,
             Object::ResourceClaim(_) => Kind::ResourceClaim,
             Object::ResourceClaimTemplate(_) => Kind::ResourceClaimTemplate,
+            Object::PersistentVolumeClaim(_) => Kind::PersistentVolumeClaim,
+            Object::PersistentVolume(_) => Kind::PersistentVolume,
+            Object::StorageClass(_) => Kind::StorageClass,
+            Object::CSINode(_) => Kind::CSINode,
+            Object::CSIDriver(_) => Kind::CSIDriver,
         }
     }
 
@@ -236,6 +281,11 @@ impl Object {
             Kind::ResourceSlice => Object::ResourceSlice(serde_json::from_value(value)?),
             Kind::ResourceClaim => Object::ResourceClaim(serde_json::from_value(value)?),
             Kind::ResourceClaimTemplate => Object::ResourceClaimTemplate(serde_json::from_value(value)?),
+            Kind::PersistentVolumeClaim => Object::PersistentVolumeClaim(serde_json::from_value(value)?),
+            Kind::PersistentVolume => Object::PersistentVolume(serde_json::from_value(value)?),
+            Kind::StorageClass => Object::StorageClass(serde_json::from_value(value)?),
+            Kind::CSINode => Object::CSINode(serde_json::from_value(value)?),
+            Kind::CSIDriver => Object::CSIDriver(serde_json::from_value(value)?),
         })
     }
 

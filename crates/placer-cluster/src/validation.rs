@@ -41,6 +41,8 @@ use serde_json::Value;
 
 use crate::{Kind, Object};
 
+mod storage;
+
 /// Longest value echoed back in a message; longer ones are cut and their length given.
 pub const MAX_ECHO_CHARS: usize = 200;
 /// Largest object the API server stores: etcd's default request limit, 1.5 MiB (the
@@ -262,6 +264,11 @@ pub fn validate(obj: &Object) -> Vec<FieldError> {
         Object::ResourceSlice(rs) => validate_resource_slice(&mut e, rs),
         Object::ResourceClaim(c) => validate_claim_spec(&mut e, "spec", &c.spec),
         Object::ResourceClaimTemplate(t) => validate_claim_spec(&mut e, "spec.spec", &t.spec.spec),
+        Object::PersistentVolumeClaim(pvc) => storage::validate_pvc(&mut e, pvc),
+        Object::PersistentVolume(pv) => storage::validate_pv(&mut e, pv),
+        Object::StorageClass(sc) => storage::validate_storage_class(&mut e, sc),
+        Object::CSINode(n) => storage::validate_csi_node(&mut e, n),
+        Object::CSIDriver(_) => {}
     }
     if e.0.is_empty() {
         let size = serde_json::to_vec(&obj.to_json()).map(|v| v.len()).unwrap_or(0);
@@ -458,6 +465,7 @@ fn validate_pod_spec(e: &mut Errors, path: &str, spec: &PodSpec, is_pod: bool) {
     for (i, c) in spec.topology_spread_constraints.iter().flatten().enumerate() {
         validate_spread(e, &format!("{}[{i}]", child(path, "topologySpreadConstraints")), c);
     }
+    storage::validate_pod_volumes(e, &child(path, "volumes"), spec.volumes.as_deref());
     e.non_negative(&child(path, "terminationGracePeriodSeconds"), spec.termination_grace_period_seconds);
     if let Some(d) = spec.active_deadline_seconds {
         if !(1..=i64::from(i32::MAX)).contains(&d) {
@@ -1232,7 +1240,7 @@ pub fn validate_update(old: &Object, new: &Object) -> Vec<FieldError> {
             }
             immutable(&mut e, "preemptionPolicy", json(&o.preemption_policy), json(&n.preemption_policy));
         }
-        _ => {}
+        _ => storage::storage_update(&mut e, old, new),
     }
     errors.extend(e.0);
     errors

@@ -8,7 +8,9 @@
 //! last call (through the store's watch) and writes what follows from it.
 
 pub mod cronjob;
+pub mod ephemeral;
 pub mod job;
+pub mod persistentvolume;
 pub mod resourceclaim;
 pub mod scheduler;
 

@@ -47,11 +47,14 @@ use placer_api::k8s::apimachinery::pkg::apis::meta::v1::Condition;
 use placer_cluster::{
     ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError, WatchEvent, WatchEventKind,
 };
-use placer_engine::{ClusterEvent, Decision, Engine, Observer, SchedulerConfig};
+use placer_engine::{ClusterEvent, Decision, Engine, Observer, SchedulerConfig, StorageEvent, VolumeWrite};
 use placer_engine::{GroupKey, GroupPolicy, PodKey, QueueState};
 use placer_metrics::names as metric;
 
 use crate::{Controller, ControllerError};
+
+const ANN_BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
+const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 
 pub mod dispatch;
 
@@ -517,6 +520,7 @@ impl SchedulerController {
                     }
                 })
             }
+            Decision::Volume(write) => write_volume_binding(store, &write),
             Decision::PodGroupAnnotation { group, key, value } => {
                 // A merge patch: `null` removes the annotation.
                 let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
@@ -687,6 +691,18 @@ pub fn cluster_event(event: WatchEvent) -> Option<ClusterEvent> {
         }
         Object::ResourceClaim(c) => ClusterEvent::ResourceClaimUpserted(Arc::new(c)),
         Object::ResourceClaimTemplate(_) => return None,
+        Object::PersistentVolumeClaim(_) if deleted => {
+            ClusterEvent::Storage(StorageEvent::ClaimDeleted(PodKey::new(r.namespace, r.name)))
+        }
+        Object::PersistentVolumeClaim(c) => ClusterEvent::Storage(StorageEvent::ClaimUpserted(Arc::new(c))),
+        Object::PersistentVolume(_) if deleted => ClusterEvent::Storage(StorageEvent::VolumeDeleted(r.name)),
+        Object::PersistentVolume(v) => ClusterEvent::Storage(StorageEvent::VolumeUpserted(Arc::new(v))),
+        Object::StorageClass(_) if deleted => ClusterEvent::Storage(StorageEvent::ClassDeleted(r.name)),
+        Object::StorageClass(c) => ClusterEvent::Storage(StorageEvent::ClassUpserted(Arc::new(c))),
+        Object::CSINode(_) if deleted => ClusterEvent::Storage(StorageEvent::CsiNodeDeleted(r.name)),
+        Object::CSINode(n) => ClusterEvent::Storage(StorageEvent::CsiNodeUpserted(Arc::new(n))),
+        Object::CSIDriver(_) if deleted => ClusterEvent::Storage(StorageEvent::CsiDriverDeleted(r.name)),
+        Object::CSIDriver(d) => ClusterEvent::Storage(StorageEvent::CsiDriverUpserted(Arc::new(d))),
     })
 }
 
@@ -858,6 +874,38 @@ fn write_claim_status(
         return Ok(false);
     }
     write_status(store, Object::ResourceClaim(claim))
+}
+
+/// VolumeBinding PreBind: a PV's `claimRef` (with `pv.kubernetes.io/bound-by-controller`
+/// when the user did not pre-bind it) or a claim's `volume.kubernetes.io/selected-node`,
+/// as merge patches (the PV controller completes the binding or provisions).
+fn write_volume_binding(store: &mut dyn ClusterStore, write: &VolumeWrite) -> Result<bool, DriverError> {
+    let (r, patch) = match write {
+        VolumeWrite::BindPv { pv, claim, uid, by_controller } => {
+            let mut patch = serde_json::json!({"spec": {"claimRef": {
+                "kind": "PersistentVolumeClaim",
+                "apiVersion": "v1",
+                "namespace": &*claim.namespace,
+                "name": &*claim.name,
+                "uid": uid,
+            }}});
+            if *by_controller {
+                patch["metadata"] = serde_json::json!({"annotations": {ANN_BOUND_BY_CONTROLLER: "yes"}});
+            }
+            (ObjectRef::new(Kind::PersistentVolume, "", pv.clone()), patch)
+        }
+        VolumeWrite::SelectNode { claim, node } => (
+            ObjectRef::new(Kind::PersistentVolumeClaim, claim.namespace.to_string(), claim.name.to_string()),
+            serde_json::json!({"metadata": {"annotations": {ANN_SELECTED_NODE: node}}}),
+        ),
+    };
+    let before = store.get(&r).and_then(|o| o.metadata().resource_version.clone());
+    match store.merge_patch(&r, &patch) {
+        Ok(obj) => Ok(obj.metadata().resource_version != before),
+        Err(source) => {
+            Err(DriverError::Store { action: "bind volume", target: r.to_string(), source: Box::new(source) })
+        }
+    }
 }
 
 /// Writes a status change; true when the store took a new resourceVersion.

@@ -27,7 +27,7 @@ use rustc_hash::FxHashMap;
 use crate::config::SchedulerConfig;
 use crate::framework::group::GroupOutcome;
 use crate::framework::preemption::GroupHooks;
-use crate::framework::Framework;
+use crate::framework::{BindWrites, Framework};
 use crate::metrics::*;
 use crate::model::{GroupKey, GroupPolicy, NodeId, NodeStatic, ObjectKey, PodGroupInfo, PodInfo, PodKey};
 use crate::observer::Observer;
@@ -37,7 +37,7 @@ use crate::podgroup::{
     MSG_WAITING_ON_PREEMPTION,
 };
 use crate::queue::{Admission, QueuedPod, SchedulingQueue};
-use crate::snapshot::dra::ClaimWrite;
+pub use crate::snapshot::volumes::VolumeWrite;
 use crate::snapshot::Snapshot;
 use crate::strategy::Strategy;
 /// The PodGroup condition type (v1.36).
@@ -69,7 +69,11 @@ pub enum ClusterEvent {
     /// A Namespace (its labels select pods for pod affinity's `namespaceSelector`).
     NamespaceUpserted(Arc<Namespace>),
     NamespaceDeleted(String),
+    /// A PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode or CSIDriver.
+    Storage(StorageEvent),
 }
+
+pub use storage::StorageEvent;
 
 /// Something the caller must carry out in the cluster, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,6 +107,10 @@ pub enum Decision {
         allocation: Option<AllocationResult>,
         consumer: ResourceClaimConsumerReference,
     },
+    /// VolumeBinding PreBind, before the pod's [`Decision::Bind`]: set a PV's `claimRef`
+    /// (the PV controller completes the binding) or a claim's
+    /// `volume.kubernetes.io/selected-node` (dynamic provisioning).
+    Volume(VolumeWrite),
     /// Failed-node replacement gave up (seed 002, `TASFailedNodeReplacementFailFast`):
     /// evict every pod of `pods` (key, uid) of the PodGroup, each with a `DisruptionTarget`
     /// condition naming `failed_nodes`, and report it on the PodGroup; the group is then
@@ -363,6 +371,7 @@ impl Engine {
             | ClusterEvent::ResourceSliceDeleted(_)
             | ClusterEvent::ResourceClaimUpserted(_)
             | ClusterEvent::ResourceClaimDeleted(_) => self.apply_dra(event, now_ms),
+            ClusterEvent::Storage(event) => self.apply_storage(event, now_ms),
         }
     }
 
@@ -812,7 +821,12 @@ impl Engine {
     /// Marks a pod bound on `node` in the snapshot and emits the binding, after the claim
     /// status writes its binding cycle decided (the allocations they carry are held as
     /// pending until the store shows them).
-    fn bind(&mut self, queued: QueuedPod, node: NodeId, writes: Vec<ClaimWrite>, out: &mut Vec<Decision>) {
+    fn bind(&mut self, queued: QueuedPod, node: NodeId, writes: BindWrites, out: &mut Vec<Decision>) {
+        let BindWrites { claims: writes, volumes } = writes;
+        for w in volumes {
+            self.snapshot.volumes_mut().record(&w);
+            out.push(Decision::Volume(w));
+        }
         for w in writes {
             if let Some(a) = &w.allocation {
                 self.snapshot.dra_mut().record(w.claim.clone(), Arc::new(a.clone()), queued.pod.key.clone());
@@ -912,6 +926,7 @@ mod explain;
 pub use explain::{DomainFit, FilterSummary, GroupExplanation};
 mod outcome;
 mod preempt;
+mod storage;
 mod tas_preempt;
 mod tas_unit;
 #[cfg(test)]

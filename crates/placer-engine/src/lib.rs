@@ -50,11 +50,17 @@ pub use config::{
     TopologyAlgorithm, TopologyAlgorithms,
 };
 pub use engine::{
-    ClusterEvent, Decision, DomainFit, Engine, FilterSummary, GroupExplanation,
+    ClusterEvent, Decision, DomainFit, Engine, FilterSummary, GroupExplanation, StorageEvent, VolumeWrite,
     CONDITION_POD_GROUP_SCHEDULED, REASON_NODE_FAILURES, REASON_SCHEDULED, REASON_SCHEDULER_ERROR,
     REASON_UNSCHEDULABLE,
 };
 pub use framework::registry::{EffectiveProfile, UnknownPlugin};
+
+/// What the PV controller shares with the volume binder: a claim's and a volume's class,
+/// the claim's request and volume name, the volume's capacity.
+pub mod volumes {
+    pub use crate::snapshot::volumes::{capacity_bytes, claim_class, pv_class, requested_bytes, volume_name};
+}
 pub use model::{pod_requests, GroupKey, GroupPolicy, ObjectKey, PodKey};
 pub use observer::{NoopObserver, Observer};
 pub use preemption::REASON_PREEMPTION_BY_SCHEDULER;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use placer_api::annotations::{JOB_COMPLETION_INDEX, POD_GROUP_POD_INDEX, POD_GROUP_POD_INDEX_LABEL};
 use placer_api::k8s::api::core::v1::{
-    Affinity, ContainerPort, Node, Pod, Toleration, TopologySpreadConstraint,
+    Affinity, ContainerPort, Node, Pod, Toleration, TopologySpreadConstraint, Volume,
 };
 use placer_api::k8s::api::scheduling::v1alpha2::PodGroup;
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::Time;
@@ -122,6 +122,55 @@ pub struct PodSchedulingView {
     /// The images of the init and app containers, in that order, normalized as
     /// kube-scheduler's ImageLocality does (`:latest` added when there is no tag).
     pub images: Box<[String]>,
+    /// The volumes the volume plugins read: PersistentVolumeClaims (named or generic
+    /// ephemeral) and the inline sources VolumeRestrictions checks.
+    pub volumes: Box<[PodVolume]>,
+}
+
+/// One `spec.volumes` entry a volume plugin reads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PodVolume {
+    /// A PersistentVolumeClaim: `persistentVolumeClaim.claimName`, or for a generic
+    /// ephemeral volume `<pod>-<volume>` (the claim must then be owned by the pod).
+    Claim { claim: String, ephemeral: bool },
+    /// An inline GCE PD, AWS EBS, RBD or iSCSI volume (VolumeRestrictions' disk conflicts).
+    Inline(Box<Volume>),
+}
+
+impl PodVolume {
+    /// The volumes of a pod that the volume plugins read, in `spec.volumes` order.
+    pub fn of(pod: &Pod) -> Box<[PodVolume]> {
+        let pod_name = pod.metadata.name.as_deref().unwrap_or("");
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_deref())
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(|v| {
+                if let Some(c) = &v.persistent_volume_claim {
+                    Some(PodVolume::Claim { claim: c.claim_name.clone(), ephemeral: false })
+                } else if v.ephemeral.is_some() {
+                    Some(PodVolume::Claim { claim: format!("{pod_name}-{}", v.name), ephemeral: true })
+                } else if v.gce_persistent_disk.is_some()
+                    || v.aws_elastic_block_store.is_some()
+                    || v.rbd.is_some()
+                    || v.iscsi.is_some()
+                {
+                    Some(PodVolume::Inline(Box::new(v.clone())))
+                } else {
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// The claim's name, for a claim volume.
+    pub fn claim(&self) -> Option<&str> {
+        match self {
+            PodVolume::Claim { claim, .. } => Some(claim),
+            PodVolume::Inline(_) => None,
+        }
+    }
 }
 
 /// One `spec.resourceClaims` entry of a pod, with the name of the claim the control plane
@@ -228,6 +277,7 @@ impl PodSchedulingView {
                 .flatten()
                 .map(|c| normalized_image_name(c.image.as_deref().unwrap_or("")))
                 .collect(),
+            volumes: PodVolume::of(pod),
         }
     }
 
@@ -251,6 +301,7 @@ impl PodSchedulingView {
             reports_not_ready: _,
             resource_claims, // the generated claim names (status) decide where a pod can go
             images: _,       // ImageLocality scores only: cannot make a pending pod fit
+            volumes,
         } = self;
         *labels == other.labels
             && *node_selector == other.node_selector
@@ -262,6 +313,7 @@ impl PodSchedulingView {
             && *spec_priority == other.spec_priority
             && *priority_class_name == other.priority_class_name
             && *resource_claims == other.resource_claims
+            && *volumes == other.volumes
     }
 }
 

@@ -149,8 +149,13 @@ fn fit_signature(pod: &PodInfo) -> Option<FitSignature<'_>> {
         reports_not_ready: _,        // victim ordering only
         resource_claims,             // DynamicResources: devices are held per claim
         images: _,                   // ImageLocality scores only
+        volumes,                     // volume plugins: volumes are bound per claim, disks conflict
     } = &**view;
-    if !topology_spread_constraints.is_empty() || node_name.is_some() || !resource_claims.is_empty() {
+    if !topology_spread_constraints.is_empty()
+        || node_name.is_some()
+        || !resource_claims.is_empty()
+        || !volumes.is_empty()
+    {
         return None;
     }
     let (node_affinity, anti_affinity) = match affinity.as_deref() {

@@ -4,6 +4,7 @@
 
 mod domains;
 pub mod dra;
+pub mod volumes;
 
 use std::sync::Arc;
 
@@ -138,6 +139,8 @@ enum Undo {
     Freed(crate::model::ObjectKey),
     /// A freed claim held again by a pod put back; rollback frees it again.
     Held(crate::model::ObjectKey),
+    /// An assumed pod bound or provisioned a claim's volume; rollback forgets it.
+    Volume(volumes::Undo),
 }
 
 /// A position in the undo log.
@@ -178,6 +181,8 @@ pub struct Snapshot {
     dra: dra::DraState,
     /// Namespace labels (pod affinity's `namespaceSelector`).
     namespaces: crate::framework::helper::NamespaceIndex,
+    /// Claims, volumes, storage classes, CSI nodes and the bindings in flight.
+    volumes: volumes::VolumeState,
 }
 
 impl Snapshot {
@@ -207,6 +212,36 @@ impl Snapshot {
     pub fn dra_mut(&mut self) -> &mut dra::DraState {
         self.generation += 1;
         &mut self.dra
+    }
+
+    /// Claims, volumes and storage classes, with the bindings in flight.
+    pub fn volumes(&self) -> &volumes::VolumeState {
+        &self.volumes
+    }
+
+    /// Volume state, for the engine's event handling and its durable records.
+    pub fn volumes_mut(&mut self) -> &mut volumes::VolumeState {
+        self.generation += 1;
+        &mut self.volumes
+    }
+
+    /// Binds or provisions the unbound claims of `pod` on `node` for the rest of the
+    /// simulation (an assumed pod holds its PVs as it holds its capacity). A pod whose
+    /// claims do not fit there holds none: the filter already rejected that node.
+    fn assume_volumes(&mut self, pod: &PodInfo, node: NodeId) {
+        if pod.view.volumes.iter().all(|v| v.claim().is_none()) {
+            return;
+        }
+        let Ok(Some(claims)) = self.volumes.pod_claims(pod) else { return };
+        if claims.delayed.is_empty() {
+            return;
+        }
+        let info = self.node(node).info.clone();
+        let labels = crate::framework::helper::labels_or_empty(info.node.metadata.labels.as_ref());
+        let Ok(Ok(found)) = self.volumes.find_pod_volumes(&claims, &info.name, labels) else { return };
+        for undo in self.volumes.assume(&found, &info.name) {
+            self.undo.push(Undo::Volume(undo));
+        }
     }
 
     /// Allocates the unallocated claims of `pod` on `node` for the rest of the simulation
@@ -496,6 +531,7 @@ impl Snapshot {
             }
         }
         self.assume_claims(&pod, node);
+        self.assume_volumes(&pod, node);
         self.with_node(node, |n| n.add_pod(pod)).expect("live node");
         self.undo.push(Undo::Added(node, key));
     }
@@ -534,6 +570,7 @@ impl Snapshot {
                 Undo::Claim(key, old) => self.dra.restore(key, old),
                 Undo::Freed(key) => self.dra.unfree(&key),
                 Undo::Held(key) => self.dra.refree(key),
+                Undo::Volume(undo) => self.volumes.restore(undo),
             }
         }
     }

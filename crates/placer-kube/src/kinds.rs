@@ -6,11 +6,12 @@ use kube::core::{ApiResource, DynamicObject};
 use kube::{Api, Client};
 use placer_api::k8s::api::batch::v1::{CronJob, Job};
 use placer_api::k8s::api::coordination::v1::Lease;
-use placer_api::k8s::api::core::v1::{Event, Namespace, Node, Pod};
+use placer_api::k8s::api::core::v1::{Event, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
+use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, StorageClass};
 use placer_cluster::{Kind, Object, StoreError};
 use serde::de::DeserializeOwned;
 
@@ -48,6 +49,11 @@ kind_type!(DeviceClass, DeviceClass);
 kind_type!(ResourceSlice, ResourceSlice);
 kind_type!(ResourceClaim, ResourceClaim);
 kind_type!(ResourceClaimTemplate, ResourceClaimTemplate);
+kind_type!(PersistentVolumeClaim, PersistentVolumeClaim);
+kind_type!(PersistentVolume, PersistentVolume);
+kind_type!(StorageClass, StorageClass);
+kind_type!(CSINode, CSINode);
+kind_type!(CSIDriver, CSIDriver);
 
 /// Group, version and plural of a kind.
 pub(crate) fn api_resource(kind: Kind) -> ApiResource {
@@ -67,6 +73,11 @@ pub(crate) fn api_resource(kind: Kind) -> ApiResource {
         Kind::ResourceSlice => ApiResource::erase::<ResourceSlice>(&()),
         Kind::ResourceClaim => ApiResource::erase::<ResourceClaim>(&()),
         Kind::ResourceClaimTemplate => ApiResource::erase::<ResourceClaimTemplate>(&()),
+        Kind::PersistentVolumeClaim => ApiResource::erase::<PersistentVolumeClaim>(&()),
+        Kind::PersistentVolume => ApiResource::erase::<PersistentVolume>(&()),
+        Kind::StorageClass => ApiResource::erase::<StorageClass>(&()),
+        Kind::CSINode => ApiResource::erase::<CSINode>(&()),
+        Kind::CSIDriver => ApiResource::erase::<CSIDriver>(&()),
     }
 }
 

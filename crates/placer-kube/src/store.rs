@@ -79,12 +79,18 @@ pub const WATCHED_KINDS: &[Kind] = &[
     Kind::ResourceSlice,
     Kind::ResourceClaim,
     Kind::ResourceClaimTemplate,
+    Kind::PersistentVolumeClaim,
+    Kind::PersistentVolume,
+    Kind::StorageClass,
+    Kind::CSINode,
+    Kind::CSIDriver,
 ];
 
 /// The kinds the scheduler reads (its base role allows exactly their list and watch):
 /// Namespaces (their labels select pods for pod affinity's namespaceSelector) and, with the
 /// DynamicResources plugin, DeviceClasses, ResourceSlices and ResourceClaims
-/// (`resource.k8s.io/v1`, served by default since Kubernetes v1.34).
+/// (`resource.k8s.io/v1`, served by default since Kubernetes v1.34); with the volume
+/// plugins, PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and CSIDrivers.
 pub const SCHEDULER_KINDS: &[Kind] = &[
     Kind::Node,
     Kind::Pod,
@@ -95,6 +101,11 @@ pub const SCHEDULER_KINDS: &[Kind] = &[
     Kind::DeviceClass,
     Kind::ResourceSlice,
     Kind::ResourceClaim,
+    Kind::PersistentVolumeClaim,
+    Kind::PersistentVolume,
+    Kind::StorageClass,
+    Kind::CSINode,
+    Kind::CSIDriver,
 ];
 
 /// The kinds `placer serve` watches: the scheduler's, plus Jobs and Workloads when the Job
@@ -323,6 +334,33 @@ impl KubeStore {
                         _ => self.handle.spawn(reflect::<resource::ResourceClaimTemplate>(
                             client, shared, metrics, server,
                         )),
+                    }
+                }
+                Kind::PersistentVolumeClaim | Kind::PersistentVolume => {
+                    use placer_api::k8s::api::core::v1 as core;
+                    match kind {
+                        Kind::PersistentVolumeClaim => {
+                            self.handle.spawn(reflect::<core::PersistentVolumeClaim>(
+                                client, shared, metrics, server,
+                            ))
+                        }
+                        _ => self
+                            .handle
+                            .spawn(reflect::<core::PersistentVolume>(client, shared, metrics, server)),
+                    }
+                }
+                Kind::StorageClass | Kind::CSINode | Kind::CSIDriver => {
+                    use placer_api::k8s::api::storage::v1 as storage;
+                    match kind {
+                        Kind::StorageClass => self
+                            .handle
+                            .spawn(reflect::<storage::StorageClass>(client, shared, metrics, server)),
+                        Kind::CSINode => {
+                            self.handle.spawn(reflect::<storage::CSINode>(client, shared, metrics, server))
+                        }
+                        _ => {
+                            self.handle.spawn(reflect::<storage::CSIDriver>(client, shared, metrics, server))
+                        }
                     }
                 }
             };

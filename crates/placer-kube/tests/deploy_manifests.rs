@@ -44,6 +44,11 @@ fn the_base_role_schedules_and_the_job_integration_has_its_own_optional_role() {
             ("resource.k8s.io", "resourceslices", &["list", "watch"]),
             ("resource.k8s.io", "resourceclaims", &["get", "list", "watch"]),
             ("resource.k8s.io", "resourceclaims/status", &["update"]),
+            ("", "persistentvolumeclaims", &["list", "watch", "patch"]),
+            ("", "persistentvolumes", &["list", "watch", "patch"]),
+            ("storage.k8s.io", "storageclasses", &["list", "watch"]),
+            ("storage.k8s.io", "csinodes", &["list", "watch"]),
+            ("storage.k8s.io", "csidrivers", &["list", "watch"]),
             ("events.k8s.io", "events", &["create", "patch"]),
         ])
     );

@@ -116,6 +116,18 @@ fn not_exercised(rules: &rbac::Rules) -> rbac::Rules {
             "topology assignment annotation, topologyLevels mode only",
         ),
         ("events.k8s.io", "events", "patch", "a repeated event becomes a series"),
+        (
+            "",
+            "persistentvolumes",
+            "patch",
+            "VolumeBinding PreBind: static binding of a WaitForFirstConsumer claim",
+        ),
+        (
+            "",
+            "persistentvolumeclaims",
+            "patch",
+            "VolumeBinding PreBind: the selected node of a claim to provision",
+        ),
         ("", "pods", "delete", "preemption victims (tests/mock_api.rs); Job pods when a Job shrinks or ends"),
         ("batch", "jobs", "get", "re-read on a status update conflict"),
         (

@@ -29,6 +29,11 @@ use placer_api::k8s::api::coordination::v1::Lease;
 use placer_api::k8s::api::core::v1::{Event, Namespace, Node, Pod};
 use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+/// The storage kinds (core/v1 claims and volumes, storage.k8s.io/v1).
+mod storage {
+    pub use placer_api::k8s::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    pub use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, StorageClass};
+}
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
 use placer_cluster::validation::echo;
@@ -722,6 +727,15 @@ impl<'de> Deserialize<'de> for Typed {
             Some(Kind::ResourceClaimTemplate) => {
                 Object::ResourceClaimTemplate(ResourceClaimTemplate::deserialize(d)?)
             }
+            Some(Kind::PersistentVolumeClaim) => {
+                Object::PersistentVolumeClaim(storage::PersistentVolumeClaim::deserialize(d)?)
+            }
+            Some(Kind::PersistentVolume) => {
+                Object::PersistentVolume(storage::PersistentVolume::deserialize(d)?)
+            }
+            Some(Kind::StorageClass) => Object::StorageClass(storage::StorageClass::deserialize(d)?),
+            Some(Kind::CSINode) => Object::CSINode(storage::CSINode::deserialize(d)?),
+            Some(Kind::CSIDriver) => Object::CSIDriver(storage::CSIDriver::deserialize(d)?),
         };
         Ok(Typed(Some(object)))
     }

@@ -29,7 +29,9 @@ use placer_api::k8s::api::core::v1::{NodeCondition, Taint};
 use placer_cluster::embedded::EmbeddedCluster;
 use placer_cluster::{ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError};
 use placer_controllers::cronjob::{CronJobController, CronJobValidation};
+use placer_controllers::ephemeral::EphemeralVolumeController;
 use placer_controllers::job::{JobController, JobValidation, TopologyAnnotationValidation};
+use placer_controllers::persistentvolume::PersistentVolumeController;
 use placer_controllers::resourceclaim::ResourceClaimController;
 use placer_controllers::scheduler::SchedulerController;
 use placer_controllers::Controller;
@@ -47,7 +49,7 @@ use placer_metrics::{Clock, Metrics};
 pub use crate::lifecycle::NOT_READY_TAINT;
 
 /// Index of the scheduler in the controller list (its wake-ups drive settling).
-const SCHEDULER: usize = 1;
+const SCHEDULER: usize = 3;
 
 /// A callback told about each phase of a run (see [`RunOptions::progress`]).
 pub type ProgressFn = Arc<dyn Fn(&str) + Send + Sync>;
@@ -262,7 +264,11 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
     });
     let controllers: Vec<Box<dyn Controller>> = vec![
         Box::new(JobController::new(gates.clone())),
-        Box::new(SchedulerController::new(config, Box::new(metrics.observer()))),
+        // Claims are created and bound before the scheduler looks at them, as the
+        // controllers of a real cluster would have done by then.
+        Box::new(EphemeralVolumeController::new()),
+        Box::new(PersistentVolumeController::new()),
+        Box::new(SchedulerController::new(config, Box::new(metrics.observer()))), // SCHEDULER
         Box::new(SimKubelet::new(frozen)),
         Box::new(CronJobController::new()),
         Box::new(NodeLifecycle::new(terminating)),

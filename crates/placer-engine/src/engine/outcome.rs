@@ -17,12 +17,12 @@ use super::cycle::unhealthy_nodes_value;
 
 use super::*;
 use crate::framework::group::{unschedulable_all, GroupDecision, MSG_GROUP_UNSCHEDULABLE};
+use crate::framework::BindWrites;
 use crate::framework::{CycleData, PermitVerdict, Status};
-use crate::snapshot::dra::ClaimWrite;
 
 /// What happens to one member after a group cycle.
 enum Decided {
-    Bind { node: NodeId, nominate: bool, writes: Vec<ClaimWrite> },
+    Bind { node: NodeId, nominate: bool, writes: BindWrites },
     Nominated { node: NodeId },
     Fail { reason: &'static str, message: String },
 }
@@ -82,9 +82,16 @@ impl Engine {
                 // A claim shared by several members (a PodGroup claim) is written once per
                 // consumer.
                 let mut written: Vec<(ObjectKey, String)> = Vec::new();
+                // A volume claim shared by members is bound (or provisioned) once.
+                let mut volumes_written = Vec::new();
                 for (i, node) in assignments {
                     let mut w = writes.remove(&i).unwrap_or_default();
-                    w.retain(|w| {
+                    w.volumes.retain(|v| {
+                        let fresh = !volumes_written.contains(v);
+                        volumes_written.push(v.clone());
+                        fresh
+                    });
+                    w.claims.retain(|w| {
                         let id = (w.claim.clone(), w.consumer.uid.clone());
                         let fresh = w.allocation.is_some() || !written.contains(&id);
                         written.push(id);
@@ -205,9 +212,9 @@ impl Engine {
     /// The binding cycle of a pod scheduled on its own: Reserve, Permit, PreBind. Returns
     /// the claim writes PreBind decided, or why the pod was refused (everything reserved
     /// is unreserved).
-    pub(super) fn commit_single(&mut self, pod: &PodInfo, node: NodeId) -> Result<Vec<ClaimWrite>, String> {
+    pub(super) fn commit_single(&mut self, pod: &PodInfo, node: NodeId) -> Result<BindWrites, String> {
         if !self.fw.binding_cycle_applies(pod) {
-            return Ok(Vec::new());
+            return Ok(BindWrites::default());
         }
         let why = |s: Status| format!("{}: {}", s.plugin, s.reasons.join(", "));
         let mut data = self.reserve_member(pod, node).map_err(why)?;
@@ -216,7 +223,7 @@ impl Engine {
             PermitVerdict::Wait(w) | PermitVerdict::Reject(w) => Some(w),
         };
         match refused {
-            None => Ok(data.take_claim_writes()),
+            None => Ok(data.take_writes()),
             Some(w) => {
                 self.fw.run_unreserve(&mut data, &self.snapshot, pod, node);
                 Err(format!("pod {} was refused by the binding cycle: {w}", pod.key))
@@ -232,7 +239,7 @@ impl Engine {
         &mut self,
         cycle: &GroupCycle,
         outcome: GroupOutcome,
-    ) -> (GroupOutcome, FxHashMap<usize, Vec<ClaimWrite>>) {
+    ) -> (GroupOutcome, FxHashMap<usize, BindWrites>) {
         let mut writes = FxHashMap::default();
         if !cycle.pods.iter().any(|p| self.fw.binding_cycle_applies(p)) {
             return (outcome, writes);
@@ -300,7 +307,7 @@ impl Engine {
             return (unschedulable_all(cycle, "no member passed the binding cycle".to_string()), writes);
         }
         for (i, _, data) in &mut reserved {
-            writes.insert(*i, data.take_claim_writes());
+            writes.insert(*i, data.take_writes());
         }
         (GroupOutcome::Scheduled { placement, assignments: kept, failures }, writes)
     }

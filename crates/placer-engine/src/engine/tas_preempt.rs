@@ -75,13 +75,12 @@ fn waiting_on(plan: HierarchicalPlan<Vec<Option<MemberPlacement>>>) -> Vec<Optio
     plan.placement
         .into_iter()
         .map(|m| {
-            m.map(|m| GroupDecision {
-                outcome: GroupOutcome::WaitingOnPreemption {
+            m.map(|m| {
+                GroupDecision::of(GroupOutcome::WaitingOnPreemption {
                     nominations: m.assignments,
                     victims: victims.take().unwrap_or_default(),
                     failures: m.left_out.into_iter().map(|(i, why)| (i, group_pod_message(&why))).collect(),
-                },
-                topology_assignment: None,
+                })
             })
         })
         .collect()

@@ -34,8 +34,8 @@ pub use placement::{
 };
 #[allow(unused_imports)] // the extension points, some used only by tests yet
 pub use pod::{
-    CycleData, CycleState, Dependence, FilterPlugin, Framework, PermitPlugin, PermitVerdict, PreBindPlugin,
-    ReservePlugin, ScorePlugin, Shortcuts,
+    BindWrites, CycleData, CycleState, Dependence, FilterPlugin, Framework, PermitPlugin, PermitVerdict,
+    PreBindPlugin, ReservePlugin, ScorePlugin, Shortcuts,
 };
 pub use registry::Registry;
 pub use status::{Code, FilterResult, FitError, PreResult, Rejection, Status, MAX_NODE_SCORE};
@@ -43,7 +43,8 @@ pub use status::{Code, FilterResult, FitError, PreResult, Rejection, Status, MAX
 // What plugins read of the rest of the engine.
 pub use crate::config::{SchedulerConfig, ScoringStrategy};
 #[allow(unused_imports)]
-pub use crate::model::{NodeId, NodeStatic, PodInfo};
+pub use crate::model::{NodeId, NodeStatic, PodInfo, PodVolume};
 pub use crate::resources::{scaled, Resources, CPU, EPHEMERAL_STORAGE, MEMORY};
 pub use crate::snapshot::dra::{ClaimEntry, ClaimWrite, DeviceId, PodClaimState};
+pub use crate::snapshot::volumes::{self, ClaimsError, PodClaims, PodVolumes, VolumeState};
 pub use crate::snapshot::{NodeState, Snapshot, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST};

@@ -16,6 +16,7 @@ use super::parsed::ParsedPod;
 use super::status::{FilterResult, PreResult, Rejection, Status};
 use crate::model::{NodeId, PodInfo};
 use crate::snapshot::dra::ClaimWrite;
+use crate::snapshot::volumes::VolumeWrite;
 use crate::snapshot::{NodeState, Snapshot};
 
 /// What a filter's verdict on a node depends on, declared per pod. The placement search's
@@ -154,6 +155,16 @@ pub struct CycleData {
     /// What PreBind decided to write before the binding (claim statuses); the commit step
     /// turns them into decisions.
     claim_writes: Vec<ClaimWrite>,
+    /// What VolumeBinding's PreBind decided to write before the binding.
+    volume_writes: Vec<VolumeWrite>,
+}
+
+/// The writes a pod's PreBind decided, carried out (claim statuses, volume bindings)
+/// before its binding.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct BindWrites {
+    pub claims: Vec<ClaimWrite>,
+    pub volumes: Vec<VolumeWrite>,
 }
 
 impl fmt::Debug for CycleData {
@@ -180,15 +191,22 @@ impl CycleData {
     }
     /// Whether nothing is stored.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty() && self.claim_writes.is_empty()
+        self.entries.is_empty() && self.claim_writes.is_empty() && self.volume_writes.is_empty()
     }
     /// PreBind: a ResourceClaim status write to carry out before the pod binds.
     pub fn add_claim_write(&mut self, write: ClaimWrite) {
         self.claim_writes.push(write);
     }
-    /// The claim writes PreBind decided, in order.
-    pub fn take_claim_writes(&mut self) -> Vec<ClaimWrite> {
-        std::mem::take(&mut self.claim_writes)
+    /// PreBind: a volume binding to write before the pod binds.
+    pub fn add_volume_write(&mut self, write: VolumeWrite) {
+        self.volume_writes.push(write);
+    }
+    /// The writes PreBind decided, in order.
+    pub fn take_writes(&mut self) -> BindWrites {
+        BindWrites {
+            claims: std::mem::take(&mut self.claim_writes),
+            volumes: std::mem::take(&mut self.volume_writes),
+        }
     }
 }
 

@@ -3,8 +3,10 @@
 //! Pod-level plugins follow kube-scheduler v1.36's default profile. Filters run in kube's
 //! order, and the first rejection decides a node's reason:
 //! `NodeUnschedulable`, `NodeName`, `TaintToleration`, `NodeAffinity`, `NodePorts`,
-//! `NodeResourcesFit`, `PodTopologySpread`, `InterPodAffinity`, `DynamicResources` (which
-//! also reserves and pre-binds a pod's ResourceClaims). Score plugins and their default weights:
+//! `NodeResourcesFit`, `VolumeRestrictions`, `NodeVolumeLimits`, `VolumeBinding` (which
+//! also reserves and pre-binds a pod's volumes), `VolumeZone`, `PodTopologySpread`,
+//! `InterPodAffinity`, `DynamicResources` (which also reserves and pre-binds a pod's
+//! ResourceClaims). Score plugins and their default weights:
 //! `TaintToleration` 3, `NodeAffinity` 2, `NodeResourcesFit` 1, `PodTopologySpread` 2,
 //! `InterPodAffinity` 2, `NodeResourcesBalancedAllocation` 1, `ImageLocality` 1 (overridable through
 //! [`SchedulerConfig::weight`]; weight 0 disables a score plugin).
@@ -32,6 +34,7 @@ pub mod node_name;
 pub mod node_ports;
 pub mod node_resources;
 pub mod node_unschedulable;
+pub mod node_volume_limits;
 pub mod placement_fragmentation;
 pub mod placement_gang;
 pub mod placement_pods_count;
@@ -39,6 +42,9 @@ pub mod placement_resources;
 pub mod placement_topology;
 pub mod pod_topology_spread;
 pub mod taint_toleration;
+pub mod volume_binding;
+pub mod volume_restrictions;
+pub mod volume_zone;
 
 #[cfg(test)]
 pub(crate) mod testing;
@@ -59,6 +65,10 @@ pub fn registry() -> Registry {
     r.filter(node_affinity::NAME, |_| Some(Box::new(node_affinity::NodeAffinity)));
     r.filter(node_ports::NAME, |_| Some(Box::new(node_ports::NodePorts)));
     r.filter(node_resources::FIT_NAME, |c| Some(Box::new(node_resources::NodeResourcesFit::new(c))));
+    r.filter(volume_restrictions::NAME, |_| Some(Box::new(volume_restrictions::VolumeRestrictions)));
+    r.filter(node_volume_limits::NAME, |_| Some(Box::new(node_volume_limits::NodeVolumeLimits)));
+    r.filter(volume_binding::NAME, |_| Some(Box::new(volume_binding::VolumeBinding)));
+    r.filter(volume_zone::NAME, |_| Some(Box::new(volume_zone::VolumeZone)));
     r.filter(pod_topology_spread::NAME, |_| Some(Box::new(pod_topology_spread::PodTopologySpread)));
     r.filter(inter_pod_affinity::NAME, |_| Some(Box::new(inter_pod_affinity::InterPodAffinity)));
     r.filter(dynamic_resources::NAME, |_| Some(Box::new(dynamic_resources::DynamicResources)));
@@ -77,6 +87,8 @@ pub fn registry() -> Registry {
     });
     r.score(image_locality::NAME, 1, |_| Some(Box::new(image_locality::ImageLocality)));
     // Binding cycle.
+    r.reserve(volume_binding::NAME, |_| Some(Box::new(volume_binding::VolumeBinding)));
+    r.pre_bind(volume_binding::NAME, |_| Some(Box::new(volume_binding::VolumeBinding)));
     r.reserve(dynamic_resources::NAME, |_| Some(Box::new(dynamic_resources::DynamicResources)));
     r.pre_bind(dynamic_resources::NAME, |_| Some(Box::new(dynamic_resources::DynamicResources)));
     // Placement plugins (KEP-5732).
@@ -134,6 +146,10 @@ mod tests {
                 "NodeAffinity",
                 "NodePorts",
                 "NodeResourcesFit",
+                "VolumeRestrictions",
+                "NodeVolumeLimits",
+                "VolumeBinding",
+                "VolumeZone",
                 "PodTopologySpread",
                 "InterPodAffinity",
                 "DynamicResources"

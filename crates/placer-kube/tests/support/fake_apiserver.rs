@@ -66,6 +66,11 @@ fn collection_of(kind: &str) -> (&'static str, &'static str) {
         "ResourceSlice" => ("/apis/resource.k8s.io/v1", "resourceslices"),
         "ResourceClaim" => ("/apis/resource.k8s.io/v1", "resourceclaims"),
         "ResourceClaimTemplate" => ("/apis/resource.k8s.io/v1", "resourceclaimtemplates"),
+        "PersistentVolumeClaim" => ("/api/v1", "persistentvolumeclaims"),
+        "PersistentVolume" => ("/api/v1", "persistentvolumes"),
+        "StorageClass" => ("/apis/storage.k8s.io/v1", "storageclasses"),
+        "CSINode" => ("/apis/storage.k8s.io/v1", "csinodes"),
+        "CSIDriver" => ("/apis/storage.k8s.io/v1", "csidrivers"),
         other => panic!("fake API: no collection for kind {other}"),
     }
 }

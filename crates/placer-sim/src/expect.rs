@@ -565,7 +565,7 @@ mod tests {
                 ..Default::default()
             },
             ..Default::default()
-        })
+        }.into())
     }
 
     fn pod(name: &str, group: &str) -> Object {
@@ -580,7 +580,7 @@ mod tests {
                 ..Default::default()
             }),
             status: None,
-        })
+        }.into())
     }
 
     fn cluster() -> EmbeddedCluster {

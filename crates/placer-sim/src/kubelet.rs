@@ -79,7 +79,7 @@ impl SimKubelet {
         let mut updated = pod.clone();
         updated.status = Some(status);
         updated.metadata.resource_version = None;
-        match store.update_status(Object::Pod(updated)) {
+        match store.update_status(Object::Pod(updated.into())) {
             Ok(_) => Ok(true),
             // The pod went away in the meantime: nothing to run.
             Err(placer_cluster::StoreError::NotFound(_)) => Ok(false),
@@ -185,14 +185,14 @@ mod tests {
             },
             spec: Some(PodSpec { node_name: node.map(String::from), ..Default::default() }),
             status: None,
-        })
+        }.into())
     }
 
     fn node(name: &str) -> Object {
         Object::Node(Node {
             metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
             ..Default::default()
-        })
+        }.into())
     }
 
     fn phase(store: &EmbeddedCluster, name: &str) -> Option<String> {

@@ -281,7 +281,7 @@ mod tests {
                 ),
                 ..Default::default()
             }),
-        })
+        }.into())
     }
 
     fn pod(name: &str, node: Option<&str>, phase: &str) -> Object {
@@ -305,7 +305,7 @@ mod tests {
                 ..Default::default()
             }),
             status: Some(PodStatus { phase: Some(phase.into()), ..Default::default() }),
-        })
+        }.into())
     }
 
     fn group() -> Object {
@@ -327,7 +327,7 @@ mod tests {
         // Two bound pods whose cpu sums past i64 (5e15 cores each, in millicores): the sum
         // saturates; it used to wrap to a negative percentage.
         let mut huge = pod("huge", Some("n1"), "Running");
-        if let Object::Pod(p) = &mut huge {
+        if let Some(p) = huge.as_pod_mut() {
             let c = &mut p.spec.as_mut().unwrap().containers[0];
             c.resources.as_mut().unwrap().requests =
                 Some([("cpu".to_string(), Quantity("5e15".into()))].into());

@@ -117,7 +117,7 @@ mod tests {
             metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
             spec: Some(Default::default()),
             ..Default::default()
-        })
+        }.into())
     }
 
     #[test]
@@ -128,7 +128,7 @@ mod tests {
             .create(Object::Node(Node {
                 metadata: ObjectMeta { name: Some("n1".into()), ..Default::default() },
                 ..Default::default()
-            }))
+            }.into()))
             .unwrap();
         let mut child = pod("");
         child.metadata_mut().generate_name = Some("p-".into());

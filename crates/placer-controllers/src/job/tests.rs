@@ -45,7 +45,7 @@ impl Sim {
             .create(Object::Node(Node {
                 metadata: ObjectMeta { name: Some("n1".into()), ..ObjectMeta::default() },
                 ..Node::default()
-            }))
+            }.into()))
             .unwrap();
         Sim { store, jobs: JobController::new(g), bind: false }
     }
@@ -138,7 +138,7 @@ impl Sim {
     fn set_pod_phase(&mut self, pod: &Pod, phase: &str) {
         let mut p = pod.clone();
         p.status = Some(PodStatus { phase: Some(phase.into()), ..p.status.clone().unwrap_or_default() });
-        self.store.update_status(Object::Pod(p)).unwrap();
+        self.store.update_status(Object::Pod(p.into())).unwrap();
     }
 
     fn patch_job(&mut self, name: &str, patch: serde_json::Value) -> Result<Object, StoreError> {

@@ -171,7 +171,7 @@ mod tests {
     use placer_api::k8s::api::scheduling::v1::PriorityClass;
 
     fn pod(class: Option<&str>) -> Object {
-        Object::Pod(Pod {
+        Object::pod(Pod {
             metadata: placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta {
                 name: Some("p".into()),
                 ..Default::default()
@@ -186,7 +186,7 @@ mod tests {
                 ..Default::default()
             }),
             ..Default::default()
-        }.into())
+        })
     }
 
     #[test]

@@ -133,8 +133,8 @@ pub fn run_suite(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         let bar = if options.progress { ProgressBar::new_spinner() } else { ProgressBar::hidden() };
         bar.set_message(format!("{} (full simulator)", shape.id()));
         bar.enable_steady_tick(std::time::Duration::from_millis(200));
-        let result = run_simulate(shape)
-            .map_err(|e| BenchError::Simulate { id: shape.id(), message: e.to_string() });
+        let result =
+            run_simulate(shape).map_err(|e| BenchError::Simulate { id: shape.id(), message: e.to_string() });
         bar.finish_and_clear();
         simulate.push(result?);
     }
@@ -162,7 +162,8 @@ mod tests {
         let err = select(&opts).expect_err("no match");
         assert!(err.to_string().contains("a-upstream"));
         assert!(err.to_string().contains("simulate-50k"));
-        let opts = BenchOptions { filter: Some("simulate".to_string()), quick: true, ..BenchOptions::default() };
+        let opts =
+            BenchOptions { filter: Some("simulate".to_string()), quick: true, ..BenchOptions::default() };
         assert!(select(&opts).expect("the simulate workload matches").is_empty());
         assert_eq!(select_simulate(&opts).map(|s| s.id()), Some("simulate-1k".to_string()));
     }

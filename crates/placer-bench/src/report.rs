@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use crate::memory::{format_bytes, format_kib};
-use crate::simulate::SimulateResult;
 use crate::runner::WorkloadResult;
+use crate::simulate::SimulateResult;
 
 /// One point of the scaling curve.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -357,7 +357,19 @@ pub fn render_text(report: &BenchReport) -> String {
             })
             .collect();
         out.push_str(&render_table(
-            &["workload", "nodes", "gang", "file", "load s", "run s", "wall s", "bound", "expect", "mem before", "peak mem"],
+            &[
+                "workload",
+                "nodes",
+                "gang",
+                "file",
+                "load s",
+                "run s",
+                "wall s",
+                "bound",
+                "expect",
+                "mem before",
+                "peak mem",
+            ],
             &[L, R, R, R, R, R, R, R, R, R, R],
             &rows,
         ));

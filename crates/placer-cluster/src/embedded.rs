@@ -889,7 +889,7 @@ mod tests {
     use serde_json::json;
 
     fn pod(ns: &str, name: &str) -> Object {
-        Object::Pod(Pod {
+        Object::pod(Pod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some(ns.into()),
@@ -897,14 +897,14 @@ mod tests {
             },
             spec: Some(PodSpec::default()),
             status: None,
-        }.into())
+        })
     }
 
     fn node(name: &str) -> Object {
-        Object::Node(Node {
+        Object::node(Node {
             metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
             ..Default::default()
-        }.into())
+        })
     }
 
     fn job(name: &str) -> Object {

@@ -275,6 +275,16 @@ impl Object {
         }
     }
 
+    /// A node object (shared from now on).
+    pub fn node(node: Node) -> Object {
+        Object::Node(Arc::new(node))
+    }
+
+    /// A pod object (shared from now on).
+    pub fn pod(pod: Pod) -> Object {
+        Object::Pod(Arc::new(pod))
+    }
+
     /// The pod for writing (copied first when shared), if this is one.
     pub fn as_pod_mut(&mut self) -> Option<&mut Pod> {
         match self {

@@ -451,7 +451,8 @@ impl Engine {
         let source = pod.clone();
         let Some(info) = self.pod_info(pod) else {
             if let Some(name) = source.metadata.name.as_deref() {
-                self.sources.remove(&PodKey::new(source.metadata.namespace.as_deref().unwrap_or("default"), name));
+                self.sources
+                    .remove(&PodKey::new(source.metadata.namespace.as_deref().unwrap_or("default"), name));
             }
             return;
         };

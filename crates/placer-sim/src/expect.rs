@@ -558,18 +558,18 @@ mod tests {
     }
 
     fn node(name: &str, rack: &str) -> Object {
-        Object::Node(Node {
+        Object::node(Node {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 labels: Some([("rack".to_string(), rack.to_string())].into()),
                 ..Default::default()
             },
             ..Default::default()
-        }.into())
+        })
     }
 
     fn pod(name: &str, group: &str) -> Object {
-        Object::Pod(Pod {
+        Object::pod(Pod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some("default".into()),
@@ -580,7 +580,7 @@ mod tests {
                 ..Default::default()
             }),
             status: None,
-        }.into())
+        })
     }
 
     fn cluster() -> EmbeddedCluster {

@@ -176,7 +176,7 @@ mod tests {
     use placer_cluster::embedded::EmbeddedCluster;
 
     fn pod(name: &str, node: Option<&str>, run_time: Option<&str>) -> Object {
-        Object::Pod(Pod {
+        Object::pod(Pod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some("default".into()),
@@ -185,14 +185,14 @@ mod tests {
             },
             spec: Some(PodSpec { node_name: node.map(String::from), ..Default::default() }),
             status: None,
-        }.into())
+        })
     }
 
     fn node(name: &str) -> Object {
-        Object::Node(Node {
+        Object::node(Node {
             metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
             ..Default::default()
-        }.into())
+        })
     }
 
     fn phase(store: &EmbeddedCluster, name: &str) -> Option<String> {

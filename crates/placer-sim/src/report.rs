@@ -267,7 +267,7 @@ mod tests {
     use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn node(name: &str, rack: &str) -> Object {
-        Object::Node(Node {
+        Object::node(Node {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 labels: Some([("rack".to_string(), rack.to_string())].into()),
@@ -281,11 +281,11 @@ mod tests {
                 ),
                 ..Default::default()
             }),
-        }.into())
+        })
     }
 
     fn pod(name: &str, node: Option<&str>, phase: &str) -> Object {
-        Object::Pod(Pod {
+        Object::pod(Pod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some("default".into()),
@@ -305,7 +305,7 @@ mod tests {
                 ..Default::default()
             }),
             status: Some(PodStatus { phase: Some(phase.into()), ..Default::default() }),
-        }.into())
+        })
     }
 
     fn group() -> Object {

@@ -42,10 +42,10 @@ impl Sim {
         let mut store = EmbeddedCluster::new();
         store.add_admission(Box::new(JobValidation::new(g.clone())));
         store
-            .create(Object::Node(Node {
+            .create(Object::node(Node {
                 metadata: ObjectMeta { name: Some("n1".into()), ..ObjectMeta::default() },
                 ..Node::default()
-            }.into()))
+            }))
             .unwrap();
         Sim { store, jobs: JobController::new(g), bind: false }
     }

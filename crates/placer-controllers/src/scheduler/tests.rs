@@ -121,8 +121,14 @@ fn unschedulable_gang_writes_pod_and_group_status_once() {
     settle(&mut c, &mut store);
     assert!(node_of(&store, "p1").is_none());
     let Some(Object::Pod(p3)) = store.get(&ObjectRef::new(Kind::Pod, "default", "p3")) else { panic!() };
-    let cond =
-        Arc::unwrap_or_clone(p3).status.unwrap().conditions.unwrap().into_iter().find(|c| c.type_ == "PodScheduled").unwrap();
+    let cond = Arc::unwrap_or_clone(p3)
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "PodScheduled")
+        .unwrap();
     assert_eq!(cond.status, "False");
     assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
     assert_eq!(cond.message.as_deref(), Some("0/1 nodes are available: 1 Insufficient cpu."));

@@ -117,8 +117,11 @@ mod tests {
         let mut b = p.clone();
         b.metadata.resource_version = Some("11".into());
         b.spec.get_or_insert_with(Default::default).node_name = Some("n1".into());
-        b.status.get_or_insert_with(Default::default).conditions =
-            Some(vec![PodCondition { type_: POD_SCHEDULED.into(), status: "True".into(), ..Default::default() }]);
+        b.status.get_or_insert_with(Default::default).conditions = Some(vec![PodCondition {
+            type_: POD_SCHEDULED.into(),
+            status: "True".into(),
+            ..Default::default()
+        }]);
         b
     }
 
@@ -142,11 +145,11 @@ mod tests {
         b.status.get_or_insert_with(Default::default).phase = Some("Running".into());
         assert!(!differs_only_by_binding(&p, &b), "phase");
         let mut b = bound(&p);
-        b.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new).push(PodCondition {
-            type_: "Ready".into(),
-            status: "False".into(),
-            ..Default::default()
-        });
+        b.status
+            .get_or_insert_with(Default::default)
+            .conditions
+            .get_or_insert_with(Vec::new)
+            .push(PodCondition { type_: "Ready".into(), status: "False".into(), ..Default::default() });
         assert!(!differs_only_by_binding(&p, &b), "a Ready condition");
         let mut b = bound(&p);
         b.metadata.deletion_grace_period_seconds = Some(30);

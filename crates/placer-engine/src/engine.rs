@@ -907,6 +907,8 @@ fn policy_relaxed(old: GroupPolicy, new: GroupPolicy) -> bool {
 mod binding_tests;
 mod confirm;
 mod cycle;
+mod explain;
+pub use explain::{DomainFit, FilterSummary, GroupExplanation};
 mod outcome;
 mod preempt;
 mod tas_unit;

@@ -48,8 +48,9 @@ pub use config::{
     ExtensionPoint, PlacementSearch, PluginRef, PluginSet, PluginsConfig, SchedulerConfig, ScoringStrategy,
 };
 pub use engine::{
-    ClusterEvent, Decision, Engine, CONDITION_POD_GROUP_SCHEDULED, REASON_NODE_FAILURES, REASON_SCHEDULED,
-    REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE,
+    ClusterEvent, Decision, DomainFit, Engine, FilterSummary, GroupExplanation,
+    CONDITION_POD_GROUP_SCHEDULED, REASON_NODE_FAILURES, REASON_SCHEDULED, REASON_SCHEDULER_ERROR,
+    REASON_UNSCHEDULABLE,
 };
 pub use framework::registry::UnknownPlugin;
 pub use model::{pod_requests, GroupKey, GroupPolicy, ObjectKey, PodKey};

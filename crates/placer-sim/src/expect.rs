@@ -132,6 +132,59 @@ fn pattern_name(rest: &Value) -> Option<&str> {
     rest.pointer("/metadata/name").and_then(Value::as_str)
 }
 
+/// Prefix of a `podGroups` key that names a PodGroup by the Job whose controller made it.
+pub const JOB_KEY_PREFIX: &str = "job:";
+
+/// The PodGroup a `podGroups` key names: `namespace/name`, or `job:namespace/name` for
+/// the PodGroup the Job controller made for that Job (the one whose controlling owner
+/// reference is the Job), or `job:namespace/name/template` when the Job's Workload has
+/// several PodGroup templates. Err: what was found instead, as a sentence.
+pub fn resolve_group_key(store: &dyn ClusterStore, key: &str) -> Result<(String, String), String> {
+    let Some(job_key) = key.strip_prefix(JOB_KEY_PREFIX) else {
+        return split_key(key).ok_or_else(|| format!("{key:?}, not a namespace/name key"));
+    };
+    let mut parts = job_key.splitn(3, '/');
+    let (Some(ns), Some(job)) = (parts.next(), parts.next()) else {
+        return Err(format!("{key:?}, not job:namespace/name"));
+    };
+    let template = parts.next();
+    if store.get(&ObjectRef::new(Kind::Job, ns, job)).is_none() {
+        return Err(format!("not found (no Job {ns}/{job})"));
+    }
+    let mut found = Vec::new();
+    store.visit(Kind::PodGroup, &mut |obj| {
+        let Object::PodGroup(pg) = obj else { return };
+        let r = obj.object_ref();
+        let owned = pg
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.kind == "Job" && o.name == job && o.controller == Some(true));
+        let template_name = pg
+            .spec
+            .pod_group_template_ref
+            .as_ref()
+            .and_then(|t| t.workload.as_ref())
+            .map(|w| w.pod_group_template_name.as_str());
+        if r.namespace == ns && owned && template.is_none_or(|t| template_name == Some(t)) {
+            found.push(r.name);
+        }
+    });
+    match found.len() {
+        1 => Ok((ns.to_string(), found.remove(0))),
+        0 => Err(format!(
+            "not found (Job {ns}/{job} has no PodGroup{})",
+            template.map(|t| format!(" of template {t}")).unwrap_or_default()
+        )),
+        _ => Err(format!(
+            "{} PodGroups of Job {ns}/{job} ({}): name the template, job:{ns}/{job}/TEMPLATE",
+            found.len(),
+            found.join(", ")
+        )),
+    }
+}
+
 /// Pods and node labels, read once per check.
 struct View {
     /// (namespace, name) -> node name ("" when unbound).
@@ -193,7 +246,7 @@ impl Checker {
             return self.fail(path, "a namespace/name key", key);
         };
         let got = match view.pods.get(&(ns, name)) {
-            None => "<no such pod>".to_string(),
+            None => format!("not found (no Pod {key})"),
             Some(node) if node.is_empty() => "Pending".to_string(),
             Some(node) => node.clone(),
         };
@@ -204,10 +257,24 @@ impl Checker {
 
     fn pod_group(&mut self, view: &View, store: &dyn ClusterStore, key: &str, g: &PodGroupExpect) {
         let base = format!("podGroups.{key}");
-        let Some((ns, name)) = split_key(key) else {
-            self.checked += 1;
-            return self.fail(base, "a namespace/name key", key);
+        let (ns, name) = match resolve_group_key(store, key) {
+            Ok(found) => found,
+            Err(got) => {
+                self.checked += 1;
+                return self.fail(base, "a PodGroup", got);
+            }
         };
+        let exists = store.get(&ObjectRef::new(Kind::PodGroup, ns.clone(), name.clone())).is_some();
+        if !exists && !view.groups.contains_key(&(ns.clone(), name.clone())) {
+            // Neither the PodGroup nor a pod naming it: every check would fail for the
+            // same reason, so it is said once.
+            self.checked += 1;
+            return self.fail(
+                base,
+                "a PodGroup",
+                format!("not found (no PodGroup {ns}/{name}, no pod names it)"),
+            );
+        }
         let bound: Vec<&String> = view
             .groups
             .get(&(ns.clone(), name.clone()))
@@ -278,7 +345,7 @@ impl Checker {
             expected.push_str(&format!(" message={m:?}"));
         }
         let Some(pg) = pg else {
-            return self.fail(path.to_string(), expected, "<no such PodGroup>");
+            return self.fail(path.to_string(), expected, "not found (no such PodGroup)");
         };
         let json = pg.to_json();
         let found = json
@@ -635,11 +702,30 @@ mod tests {
             got,
             [
                 "pods.default/a: expected n3, got n1",
-                "pods.default/zz: expected Pending, got <no such pod>",
+                "pods.default/zz: expected Pending, got not found (no Pod default/zz)",
                 "podGroups.default/pg.boundPods: expected 4, got 3",
                 "podGroups.default/pg.podsPerDomain.rack: expected {r1: 2, r2: 1}, got {r1: 3}",
-                "podGroups.default/pg.condition: expected PodGroupScheduled=True, got <no such PodGroup>",
+                "podGroups.default/pg.condition: expected PodGroupScheduled=True, got not found (no such PodGroup)",
             ]
+        );
+    }
+
+    #[test]
+    fn a_missing_pod_group_is_not_found_once() {
+        let c = cluster();
+        let e = expect("podGroups:\n  default/nope:\n    scheduled: true\n    boundPods: 2\n");
+        let got: Vec<String> =
+            check(&e, &c, &[], "expect").failures.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            got,
+            ["podGroups.default/nope: expected a PodGroup, got not found (no PodGroup default/nope, no pod names it)"]
+        );
+        let e = expect("podGroups:\n  job:default/train:\n    scheduled: true\n");
+        let got: Vec<String> =
+            check(&e, &c, &[], "expect").failures.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            got,
+            ["podGroups.job:default/train: expected a PodGroup, got not found (no Job default/train)"]
         );
     }
 

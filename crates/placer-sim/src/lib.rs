@@ -17,25 +17,34 @@
 //! conformance suite use it.
 
 pub mod expect;
+pub mod explain;
 pub mod failure_bench;
 pub mod generate;
+pub mod inputs;
 pub mod kubelet;
 pub mod lifecycle;
 pub mod load;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod snapshot;
 mod validate;
+pub mod whatif;
 mod yaml_walk;
 
 use std::path::Path;
 
 pub use expect::{CheckReport, Failure};
+pub use inputs::{expand_paths, read_input};
 pub use load::{load_file, load_str, LoadError, Problem};
 pub use placer_metrics::{Clock as MetricsClock, Metrics};
 pub use report::{ClusterSummary, GroupRow, GroupState};
-pub use run::{add_admission_plugins, run, scheduler_config, setup_cluster, RunError, RunOptions, RunReport};
+pub use run::{
+    add_admission_plugins, run, scheduler_config, setup_cluster, RunError, RunOptions, RunReport,
+    TimelineSample,
+};
 pub use scenario::Scenario;
+pub use snapshot::{load_snapshot, load_snapshot_str, Snapshot};
 
 /// What became of one scenario file.
 #[derive(Debug)]

@@ -21,7 +21,6 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::io::Read;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
@@ -183,19 +182,7 @@ impl fmt::Display for Problem {
 /// Reads, parses and validates a scenario file. At most [`MAX_INPUT_BYTES`] are read.
 pub fn load_file(path: impl AsRef<Path>) -> Result<Scenario, LoadError> {
     let path = path.as_ref();
-    let io = |source| LoadError::Io { file: path.to_path_buf(), source };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_INPUT_BYTES as u64 + 1).read_to_end(&mut bytes).map_err(io)?;
-    if bytes.len() > MAX_INPUT_BYTES {
-        return Err(LoadError::TooLarge { file: path.to_path_buf(), limit: MAX_INPUT_BYTES });
-    }
-    let text = String::from_utf8(bytes).map_err(|e| {
-        io(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("the file is not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()),
-        ))
-    })?;
+    let text = crate::inputs::read_input(path)?;
     load_str(&text, path)
 }
 
@@ -257,7 +244,7 @@ fn internal(file: &Path, message: &str) -> LoadError {
 /// YAML 1.2 core schema for untyped values (patterns, patches): `on`/`yes` and `0123`
 /// stay strings there, as they do in typed fields. The budget is what
 /// [`MAX_INPUT_BYTES`] of text can hold.
-fn yaml_options() -> serde_saphyr::Options {
+pub(crate) fn yaml_options() -> serde_saphyr::Options {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_nodes = MAX_YAML_NODES;
     budget.max_events = MAX_YAML_NODES.saturating_mul(2).saturating_add(64);
@@ -421,7 +408,12 @@ fn budget_sentence(breach: &str) -> String {
 
 /// A parser error with the object and field it is in, in the form of validation problems:
 /// `line:col: submit[2]: PodGroup default/pg: spec.schedulingPolicy.gang.minCount: ...`.
-fn yaml_error(file: &Path, text: &str, e: serde_saphyr::Error, expected_error: Option<String>) -> LoadError {
+pub(crate) fn yaml_error(
+    file: &Path,
+    text: &str,
+    e: serde_saphyr::Error,
+    expected_error: Option<String>,
+) -> LoadError {
     let (line, column) = e.location().map(|l| (l.line(), l.column())).unwrap_or((0, 0));
     let inner = e.without_snippet();
     let (path, found) = match yaml_walk::node_at(text, line, column) {
@@ -455,7 +447,7 @@ fn yaml_error(file: &Path, text: &str, e: serde_saphyr::Error, expected_error: O
 
 /// Sets each problem's position to its field's (or the nearest enclosing part present in
 /// the file): one walk over the text for all of them.
-fn locate_problems(text: &str, problems: &mut [Problem]) {
+pub(crate) fn locate_problems(text: &str, problems: &mut [Problem]) {
     let wanted: Vec<Vec<Seg>> = problems
         .iter()
         .map(|p| {
@@ -622,18 +614,18 @@ enum RawStep<M> {
 // The kind tape: pass 1 records the kind of every manifest in parse order, pass 2 replays
 // it so each manifest is deserialized straight into its typed struct.
 
-enum Tape {
+pub(crate) enum Tape {
     Off,
     Record(Vec<Option<Kind>>),
     Replay(VecDeque<Option<Kind>>),
 }
 
 thread_local! {
-    static TAPE: RefCell<Tape> = const { RefCell::new(Tape::Off) };
+    pub(crate) static TAPE: RefCell<Tape> = const { RefCell::new(Tape::Off) };
 }
 
 /// Runs `f` with the tape installed; returns its result and the tape's final state.
-fn with_tape<T>(tape: Tape, f: impl FnOnce() -> T) -> (T, Tape) {
+pub(crate) fn with_tape<T>(tape: Tape, f: impl FnOnce() -> T) -> (T, Tape) {
     struct Reset;
     impl Drop for Reset {
         fn drop(&mut self) {
@@ -650,11 +642,11 @@ fn with_tape<T>(tape: Tape, f: impl FnOnce() -> T) -> (T, Tape) {
 
 /// Pass-1 view of a manifest.
 #[derive(Debug, Clone, Default)]
-struct Header {
-    api_version: Option<String>,
-    kind: Option<String>,
-    name: Option<String>,
-    namespace: Option<String>,
+pub(crate) struct Header {
+    pub(crate) api_version: Option<String>,
+    pub(crate) kind: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) namespace: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -694,7 +686,7 @@ impl<'de> Deserialize<'de> for Header {
 }
 
 /// Pass-2 view of a manifest: the typed object.
-struct Typed(Option<Object>);
+pub(crate) struct Typed(pub(crate) Option<Object>);
 
 impl<'de> Deserialize<'de> for Typed {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -793,7 +785,7 @@ fn manifest(typed: Spanned<Typed>, path: String) -> Option<Manifest> {
 }
 
 /// Namespaced objects without a namespace go to `default`, as `kubectl apply` does.
-fn normalize(mut object: Object) -> Object {
+pub(crate) fn normalize(mut object: Object) -> Object {
     if object.kind().namespaced() {
         let meta = object.metadata_mut();
         if meta.namespace.as_deref().is_none_or(str::is_empty) {

@@ -55,6 +55,11 @@ pub struct GroupRow {
     pub domains: Vec<(String, Vec<String>)>,
     /// `PodGroupScheduled` condition as `status/reason`, when set.
     pub condition: Option<String>,
+    /// False for a group only named by pods (no PodGroup object).
+    pub exists: bool,
+    /// Why the group is not fully bound, in one line (`None` when it is, or before
+    /// [`crate::run`] fills it in).
+    pub reason: Option<String>,
 }
 
 /// Use of one resource across the cluster.
@@ -246,8 +251,38 @@ pub fn group_rows(objects: &[Object], levels: &[String]) -> Vec<GroupRow> {
             total,
             domains,
             condition,
+            exists: true,
+            reason: None,
         });
     }
+    // Groups only named by pods: the PodGroup does not exist.
+    let existing: BTreeSet<(String, String)> =
+        rows.iter().map(|r| (r.namespace.clone(), r.name.clone())).collect();
+    for ((namespace, name), pods) in &pods_by_group {
+        if existing.contains(&(namespace.clone(), name.clone())) {
+            continue;
+        }
+        let bound = pods.iter().filter(|p| node_of(p).is_some()).count();
+        rows.push(GroupRow {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            policy: "-".into(),
+            state: if bound == pods.len() {
+                GroupState::Scheduled
+            } else if bound > 0 {
+                GroupState::Partial
+            } else {
+                GroupState::Pending
+            },
+            bound,
+            total: pods.len(),
+            domains: Vec::new(),
+            condition: None,
+            exists: false,
+            reason: None,
+        });
+    }
+    rows.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     rows
 }
 

@@ -71,6 +71,41 @@ pub struct RunOptions {
     /// Called with a short description of each phase (`submit`, `steps[3]`, ...), e.g. to
     /// drive a progress indicator.
     pub progress: Option<ProgressFn>,
+    /// Record a [`TimelineSample`] after the submissions and after every step (for a
+    /// report's timeline; each sample reads every object once).
+    pub timeline: bool,
+}
+
+/// The cluster at one point of virtual time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimelineSample {
+    /// Virtual time (ms).
+    pub time_ms: u64,
+    /// What was just done (`submit`, `steps[3]`).
+    pub phase: String,
+    /// Use per resource in percent of allocatable (`pods` included).
+    pub resources: Vec<(String, f64)>,
+    pub pods_bound: usize,
+    pub pods_total: usize,
+    /// PodGroups not fully bound.
+    pub groups_pending: usize,
+}
+
+fn sample(store: &EmbeddedCluster, phase: &str, levels: &[String]) -> TimelineSample {
+    let objects = all_objects(store);
+    let summary = cluster_summary(&objects);
+    let groups = group_rows(&objects, levels);
+    TimelineSample {
+        time_ms: store.now_ms(),
+        phase: phase.to_string(),
+        resources: summary.resources.iter().map(|r| (r.name.clone(), r.percent())).collect(),
+        pods_bound: summary.pods_bound,
+        pods_total: summary.pods_total,
+        groups_pending: groups
+            .iter()
+            .filter(|g| g.state != crate::report::GroupState::Scheduled || g.total == 0)
+            .count(),
+    }
 }
 
 impl Default for RunOptions {
@@ -82,6 +117,7 @@ impl Default for RunOptions {
             wall_clock_metrics: false,
             metrics: None,
             progress: None,
+            timeline: false,
         }
     }
 }
@@ -134,6 +170,8 @@ pub struct RunReport {
     pub virtual_time_ms: u64,
     /// The configured topology levels (for display).
     pub topology_levels: Vec<String>,
+    /// Samples over virtual time, when [`RunOptions::timeline`] asked for them.
+    pub timeline: Vec<TimelineSample>,
 }
 
 impl RunReport {
@@ -207,6 +245,7 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
     let gates = config.gates.clone();
     let idle_window_ms = opts.idle_window_ms.unwrap_or(config.pod_max_backoff_ms.saturating_mul(2) + 1_000);
     let levels = config.topology_levels.clone();
+    let explain_config = config.clone();
 
     let mut store = EmbeddedCluster::validating();
     add_admission_plugins(&mut store, &gates);
@@ -238,11 +277,18 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
     sim.progress("submit");
     sim.submit("submit", &s.submit);
     sim.settle("after submit")?;
+    let mut timeline = Vec::new();
+    if opts.timeline {
+        timeline.push(sample(&sim.store, "submit", &levels));
+    }
     for step in &s.steps {
         sim.progress(&step.path);
         let settle = sim.step(&step.path, &step.action)?;
         if settle {
             sim.settle(&format!("after {}", step.path))?;
+        }
+        if opts.timeline {
+            timeline.push(sample(&sim.store, &step.path, &levels));
         }
     }
     if let Some(e) = &s.expect {
@@ -254,18 +300,22 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
     }
 
     let objects = all_objects(&sim.store);
+    let events = sim.store.events();
+    let mut groups = group_rows(&objects, &levels);
+    crate::explain::fill_reasons(&mut groups, &explain_config, &objects, sim.store.now_ms(), &events);
     Ok(RunReport {
         name: s.name.clone(),
         file: s.file.clone(),
-        groups: group_rows(&objects, &levels),
+        groups,
         cluster: cluster_summary(&objects),
         objects,
         checks: sim.checks,
         metrics: Some(metrics.render()),
-        events: sim.store.events(),
+        events,
         controller_errors: sim.controller_errors.into_iter().collect(),
         virtual_time_ms: sim.store.now_ms(),
         topology_levels: levels,
+        timeline,
     })
 }
 

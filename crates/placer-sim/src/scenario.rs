@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use placer_api::k8s::apimachinery::pkg::api::resource::Quantity;
 use placer_cluster::{Object, ObjectRef};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// A loaded, validated scenario.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,7 +105,7 @@ pub enum StepAction {
 }
 
 /// `scheduler`: the scheduler configuration of the scenario.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SchedulerSpec {
     /// Gate overrides over Placer's defaults; unknown names are an error.
@@ -116,7 +116,7 @@ pub struct SchedulerSpec {
 }
 
 /// `scheduler.profile`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProfileSpec {
     /// The declared hierarchy, coarsest first (Kueue's Topology).
@@ -159,7 +159,7 @@ pub struct ProfileSpec {
 }
 
 /// `plugins.<point>` of a profile.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PluginSetSpec {
     #[serde(default)]
@@ -170,7 +170,7 @@ pub struct PluginSetSpec {
 }
 
 /// One plugin of a [`PluginSetSpec`].
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PluginSpec {
     pub name: String,

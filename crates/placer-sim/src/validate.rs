@@ -175,7 +175,7 @@ fn err(problems: &mut Vec<Problem>, m: &Manifest, field: &str, message: String) 
 
 /// The API server's checks on one manifest, plus what Placer itself must be able to read
 /// (a CronJob's schedule).
-fn validate_manifest(m: &Manifest, problems: &mut Vec<Problem>) {
+pub(crate) fn validate_manifest(m: &Manifest, problems: &mut Vec<Problem>) {
     for e in api_validate(&m.object) {
         err(problems, m, &e.field, e.message);
     }
@@ -544,10 +544,21 @@ fn validate_expect(e: &Expect, at: &str, line: u64, column: u64, problems: &mut 
         }
     }
     for (key, g) in &e.pod_groups {
-        if split_key(key).is_none() {
+        let job_key = key.strip_prefix(crate::expect::JOB_KEY_PREFIX);
+        let valid = match job_key {
+            Some(rest) => {
+                let parts: Vec<&str> = rest.split('/').collect();
+                (2..=3).contains(&parts.len()) && parts.iter().all(|p| !p.is_empty())
+            }
+            None => split_key(key).is_some(),
+        };
+        if !valid {
             p(
                 format!("podGroups{}", bracket(key)),
-                format!("Invalid value: {}: expected a namespace/name key", echo(key)),
+                format!(
+                    "Invalid value: {}: expected a namespace/name key, or job:namespace/name[/template] for the PodGroup of a Job",
+                    echo(key)
+                ),
             );
         }
         if let Some(c) = &g.condition {

@@ -13,6 +13,10 @@
 
 mod bench;
 mod cluster;
+mod compare;
+mod explain;
+mod html;
+mod input;
 mod output;
 mod replay;
 mod serve;
@@ -40,6 +44,12 @@ enum Command {
     Simulate(simulate::Args),
     /// Check scenario files (syntax, types, validation) without running them.
     Validate(validate::Args),
+    /// Run a scenario and explain each PodGroup's decision: candidate domains with free
+    /// capacity and pods that fit, what the closest one lacks, filter rejections.
+    Explain(explain::Args),
+    /// Run a scenario as written and with `--set` overrides; print what changed per
+    /// PodGroup and the two cluster summaries side by side.
+    Compare(compare::Args),
     // No doc comment: it would replace the long help defined in `serve`.
     Serve(serve::ServeArgs),
     // No doc comment: the long help is defined in `cluster`.
@@ -89,6 +99,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(args),
         Command::Validate(args) => validate::run(args),
+        Command::Explain(args) => explain::run(args),
+        Command::Compare(args) => compare::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Cluster(args) => cluster::run(args),

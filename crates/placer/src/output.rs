@@ -84,6 +84,11 @@ pub fn write_report(out: &mut dyn Write, report: &RunReport) -> std::io::Result<
             writeln!(out, "  {line}")?;
         }
     }
+    for row in &report.groups {
+        if let Some(reason) = &row.reason {
+            writeln!(out, "  {WARN}{}/{}{RESET}: {reason}", row.namespace, row.name)?;
+        }
+    }
     writeln!(out, "  cluster: {}", report.cluster)?;
     for (at, failure) in report.failures() {
         writeln!(out, "  {FAIL}FAIL{RESET} {at}: {failure}")?;
@@ -92,6 +97,70 @@ pub fn write_report(out: &mut dyn Write, report: &RunReport) -> std::io::Result<
         writeln!(out, "  {WARN}warning:{RESET} {e}")?;
     }
     Ok(())
+}
+
+/// Writes the events a run recorded, in order: virtual time, type, reason, object, note.
+pub fn write_events(out: &mut dyn Write, report: &RunReport) -> std::io::Result<()> {
+    if report.events.is_empty() {
+        return writeln!(out, "  events: none");
+    }
+    writeln!(out, "  events ({}):", report.events.len())?;
+    for e in &report.events {
+        let style = if e.type_ == "Warning" { WARN } else { DIM };
+        writeln!(
+            out,
+            "    {:>8} {style}{:<7}{RESET} {:<22} {} {}: {}",
+            format_ms(e.time_ms),
+            e.type_,
+            e.reason,
+            e.regarding.kind,
+            object_name(&e.regarding),
+            e.note
+        )?;
+    }
+    Ok(())
+}
+
+fn object_name(r: &placer_cluster::ObjectRef) -> String {
+    if r.namespace.is_empty() {
+        r.name.clone()
+    } else {
+        format!("{}/{}", r.namespace, r.name)
+    }
+}
+
+/// The events of a run as core `v1` Event objects (for `--output json|yaml`); the virtual
+/// time is the `placer.dev/virtual-time-ms` annotation.
+pub fn event_objects(report: &RunReport) -> Vec<serde_json::Value> {
+    report
+        .events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let r = &e.regarding;
+            let namespace = if r.namespace.is_empty() { "default" } else { r.namespace.as_str() };
+            serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {
+                    "name": format!("{}.{}", r.name, i),
+                    "namespace": namespace,
+                    "annotations": {"placer.dev/virtual-time-ms": e.time_ms.to_string()},
+                },
+                "involvedObject": {
+                    "apiVersion": r.kind.api_version(),
+                    "kind": r.kind.name(),
+                    "namespace": r.namespace,
+                    "name": r.name,
+                },
+                "type": e.type_,
+                "reason": e.reason,
+                "message": e.note,
+                "source": {"component": e.reporter},
+                "count": 1,
+            })
+        })
+        .collect()
 }
 
 /// `1.5s`, `250ms`, `2m3s`.
@@ -162,6 +231,8 @@ mod tests {
                 ("kubernetes.io/hostname".into(), (1..=6).map(|i| format!("n{i}")).collect()),
             ],
             condition: None,
+            exists: true,
+            reason: None,
         };
         assert_eq!(domains_cell(&row), "rack: r1\nhostname: n1, n2, n3, n4 (+2)");
     }

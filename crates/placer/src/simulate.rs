@@ -15,9 +15,13 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
-use placer_sim::{load_file, RunOptions, RunReport};
+use placer_sim::{RunOptions, RunReport};
 
-use crate::output::{write_expected_rejection, write_load_error, write_report, FAIL, RESET};
+use crate::input::{resolve_or_report, InputArgs, SetArgs};
+
+use crate::output::{
+    event_objects, write_events, write_expected_rejection, write_load_error, write_report, FAIL, RESET,
+};
 use crate::Status;
 
 /// Clusters at least this large get a spinner while they run.
@@ -31,9 +35,10 @@ pub enum Format {
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Scenario files (format: docs/scenario-format.md in the Placer repository).
-    #[arg(required = true, value_name = "FILE")]
-    files: Vec<PathBuf>,
+    #[command(flatten)]
+    input: InputArgs,
+    #[command(flatten)]
+    set: SetArgs,
     /// Write the final objects (all kinds) to stdout in this format.
     #[arg(long, short = 'o', value_enum, value_name = "FORMAT")]
     output: Option<Format>,
@@ -41,6 +46,17 @@ pub struct Args {
     /// wall-clock durations), as `placer serve` exposes them on /metrics.
     #[arg(long, value_name = "FILE")]
     metrics: Option<PathBuf>,
+    /// Print the events the run recorded (scheduler, Job controller, kubelet) after the
+    /// table. JSON / YAML output always includes them, as v1 Event objects.
+    #[arg(long)]
+    events: bool,
+    /// Write a self-contained HTML report to FILE: the topology as nested boxes with each
+    /// node's use per resource coloured by PodGroup, the PodGroups not fully bound with
+    /// their reason, the PodGroup table, and a timeline when virtual time advanced. With
+    /// several scenarios, FILE gets the first; the others go next to it as
+    /// `FILE-<scenario>.html`.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
 }
 
 /// The objects of a run as a `v1` `List`.
@@ -49,7 +65,12 @@ fn object_list(report: &RunReport) -> serde_json::Value {
         "apiVersion": "v1",
         "kind": "List",
         "metadata": {},
-        "items": report.objects.iter().map(|o| o.to_json()).collect::<Vec<_>>(),
+        "items": report
+            .objects
+            .iter()
+            .map(|o| o.to_json())
+            .chain(event_objects(report))
+            .collect::<Vec<_>>(),
     })
 }
 
@@ -64,21 +85,32 @@ fn progress_bar(files: usize) -> ProgressBar {
     pb
 }
 
+/// Where the report of the `index`-th run goes.
+fn report_path(path: &std::path::Path, index: usize, name: &str) -> PathBuf {
+    if index == 0 {
+        return path.to_path_buf();
+    }
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("report");
+    path.with_file_name(format!("{stem}-{name}.html"))
+}
+
 pub fn run(args: Args) -> anyhow::Result<Status> {
     let machine = args.output.is_some();
     // Human-readable text goes to stderr when stdout carries machine output.
     let mut human: Box<dyn Write> =
         if machine { Box::new(anstream::stderr()) } else { Box::new(anstream::stdout()) };
-    let pb = progress_bar(args.files.len());
+    let Some(inputs) = resolve_or_report(&args.input, &args.set) else { return Ok(Status::BadInput) };
+    let files = inputs.entries();
+    let pb = progress_bar(files.len());
     let metrics = args
         .metrics
         .as_ref()
         .map(|_| placer_sim::Metrics::new("default-scheduler", placer_sim::MetricsClock::Wall));
     let mut status = Status::Pass;
     let mut reports = Vec::new();
-    for file in &args.files {
+    for file in &files {
         pb.set_message(file.display().to_string());
-        let scenario = match load_file(file) {
+        let scenario = match inputs.load(file) {
             Ok(s) => s,
             Err(e) if e.is_expected() => {
                 pb.suspend(|| write_expected_rejection(&mut human, file, &e))?;
@@ -93,8 +125,8 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
                 continue;
             }
         };
-        let spinner = (args.files.len() < 2 && scenario.node_count().max(scenario.submit.len()) >= LARGE)
-            .then(|| {
+        let spinner =
+            (files.len() < 2 && scenario.node_count().max(scenario.submit.len()) >= LARGE).then(|| {
                 let s = ProgressBar::new_spinner();
                 s.enable_steady_tick(Duration::from_millis(120));
                 s
@@ -104,6 +136,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             wall_clock_metrics: metrics.is_some(),
             metrics: metrics.clone(),
             progress: Some(Arc::new(move |phase: &str| shown.set_message(phase.to_string()))),
+            timeline: args.report.is_some(),
             ..RunOptions::default()
         };
         let result = placer_sim::run(&scenario, &opts);
@@ -112,9 +145,20 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         }
         match result {
             Ok(report) => {
-                pb.suspend(|| write_report(&mut human, &report))?;
+                pb.suspend(|| {
+                    write_report(&mut human, &report)?;
+                    if args.events {
+                        write_events(&mut human, &report)?;
+                    }
+                    Ok::<(), std::io::Error>(())
+                })?;
                 if !report.passed() {
                     status = status.max(Status::Fail);
+                }
+                if let Some(path) = &args.report {
+                    let path = report_path(path, reports.len(), &report.name);
+                    std::fs::write(&path, crate::html::render(&report))
+                        .with_context(|| format!("cannot write the report to {}", path.display()))?;
                 }
                 reports.push(report);
             }

@@ -3,26 +3,26 @@
 //! Exit code 0 when every file is valid (or is a bad-input case rejected with the error
 //! its `expect.error` names), 2 otherwise.
 
+use crate::input::{resolve_or_report, InputArgs, SetArgs};
 use std::io::Write;
-use std::path::PathBuf;
-
-use placer_sim::load_file;
 
 use crate::output::{write_expected_rejection, write_load_error, PASS, RESET};
 use crate::Status;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Scenario files (format: docs/scenario-format.md in the Placer repository).
-    #[arg(required = true, value_name = "FILE")]
-    files: Vec<PathBuf>,
+    #[command(flatten)]
+    input: InputArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<Status> {
     let mut out = anstream::stdout();
     let mut status = Status::Pass;
-    for file in &args.files {
-        match load_file(file) {
+    let Some(inputs) = resolve_or_report(&args.input, &SetArgs::default()) else {
+        return Ok(Status::BadInput);
+    };
+    for file in &inputs.entries() {
+        match inputs.load(file) {
             Ok(s) => writeln!(
                 out,
                 "{PASS}ok{RESET} {} ({}: {} nodes, {} objects submitted, {} steps)",

@@ -99,8 +99,13 @@ fn json_output_is_a_list_of_the_final_objects() {
         Err(e) => panic!("{e}: {stdout}"),
     };
     assert_eq!(list["kind"], "List");
-    let items = list["items"].as_array().map(Vec::len).unwrap_or(0);
-    assert_eq!(items, 5 + 6 + 1, "nodes, pods and the PodGroup");
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    let objects = items.iter().filter(|i| i["kind"] != "Event").count();
+    assert_eq!(objects, 5 + 6 + 1, "nodes, pods and the PodGroup");
+    // The recorded events follow the objects, as v1 Events (issue 16).
+    let events = items.iter().filter(|i| i["kind"] == "Event").count();
+    assert!(events > 0, "the events are included");
+    assert!(items.iter().skip(objects).all(|i| i["kind"] == "Event"), "events come after the objects");
 }
 
 #[test]

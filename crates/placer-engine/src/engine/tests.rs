@@ -494,3 +494,45 @@ fn probe_large_gang_timing() {
     assert_eq!(binds(&d).len(), 256);
     eprintln!("256-pod gang on 5000 nodes / 250 racks: {took:?}");
 }
+
+#[test]
+fn explain_group_reports_domains_free_capacity_fit_and_shortfall() {
+    let mut e = engine();
+    apply_all(
+        &mut e,
+        vec![
+            node("a1", "4", json!({"rack": "a"})),
+            node("a2", "4", json!({"rack": "a"})),
+            node("b1", "4", json!({"rack": "b"})),
+            bound("busy", "3", None, "a1"),
+            pod_group("pg", Some(3), Some("rack")),
+            pod("p0", "2", Some("pg")),
+            pod("p1", "2", Some("pg")),
+            pod("p2", "2", Some("pg")),
+            pod_group("q", Some(4), None),
+            pod("q0", "1", Some("q")),
+            pod("q1", "1", Some("q")),
+            pod("q2", "1", Some("q")),
+        ],
+    );
+    let _ = run(&mut e);
+    let x = e.explain_group(&GroupKey::new("default", "pg")).expect("known group");
+    assert_eq!((x.gang, x.min_count, x.members, x.scheduled, x.missing, x.needed), (true, 3, 3, 0, 0, 3));
+    assert_eq!(x.level.as_deref(), Some("rack"));
+    // Rack a: 1 + 4 cores free, 2 pods fit (none on a1); it lacks 1 core for 3 pods of 2.
+    // Rack b: 4 free, 2 fit, lacks 2.
+    let a = &x.domains[0];
+    assert_eq!((a.value.as_str(), a.nodes, a.fits), ("a", 2, 2));
+    assert!(a.free.contains(&("cpu".to_string(), 5_000)), "{:?}", a.free);
+    assert_eq!(a.shortfall, vec![("cpu".to_string(), 1_000)]);
+    let b = &x.domains[1];
+    assert_eq!((b.value.as_str(), b.fits), ("b", 2));
+    assert_eq!(b.shortfall, vec![("cpu".to_string(), 2_000)]);
+    let f = x.filters.expect("filter summary");
+    assert_eq!((f.nodes, f.feasible), (3, 2));
+    assert_eq!(f.reasons, vec![("Insufficient cpu".to_string(), 1)]);
+
+    let q = e.explain_group(&GroupKey::new("default", "q")).expect("known group");
+    assert_eq!((q.missing, q.members, q.level), (1, 3, None));
+    assert!(e.explain_group(&GroupKey::new("default", "nope")).is_none());
+}

@@ -1,0 +1,309 @@
+//! `placer explain FILE [NAMESPACE/PODGROUP]`: runs a scenario and says, for each PodGroup
+//! (or the one named), what was decided and why: the group's state and condition, how
+//! many members are missing, every candidate domain of its topology level with the free
+//! capacity of the resources it requests and how many of its pods fit there, what the
+//! closest domain lacks, and the pod-level filter rejections counted per reason. Every
+//! figure comes from the engine ([`placer_engine::Engine::explain_group`]) over the final
+//! cluster state.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use placer_cluster::ClusterStore;
+use placer_engine::{GroupExplanation, GroupKey};
+use placer_sim::explain::{explain, format_amount, format_resources};
+use placer_sim::{GroupRow, RunOptions, RunReport};
+
+use crate::input::{resolve_or_report, InputArgs, SetArgs};
+use crate::output::{write_load_error, DIM, FAIL, RESET, WARN};
+use crate::Status;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Scenario file (`-` for stdin; format: docs/scenario-format.md).
+    #[arg(value_name = "FILE", required_unless_present = "snapshot")]
+    file: Option<PathBuf>,
+    /// Only this PodGroup (default: every PodGroup). `job:NAMESPACE/JOB` names the
+    /// PodGroup the Job controller made for a Job.
+    #[arg(value_name = "NAMESPACE/PODGROUP")]
+    group: Option<String>,
+    /// A cluster dump (`kubectl get ... -A -o yaml`) as the cluster, under FILE or alone.
+    #[arg(long, value_name = "DUMP")]
+    snapshot: Option<PathBuf>,
+    /// Show every candidate domain (default: the first `--top`).
+    #[arg(long)]
+    all: bool,
+    /// How many candidate domains to show per group.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    top: usize,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = Format::Text)]
+    output: Format,
+    #[command(flatten)]
+    set: SetArgs,
+}
+
+fn key_text(k: &GroupKey) -> String {
+    format!("{}/{}", k.namespace, k.name)
+}
+
+pub fn run(args: Args) -> anyhow::Result<Status> {
+    if let Some(g) = &args.group {
+        let rest = g.strip_prefix(placer_sim::expect::JOB_KEY_PREFIX).unwrap_or(g);
+        if !matches!(rest.split_once('/'), Some((ns, name)) if !ns.is_empty() && !name.is_empty()) {
+            anyhow::bail!("{g:?}: expected NAMESPACE/PODGROUP or job:NAMESPACE/JOB");
+        }
+    }
+    let input = InputArgs { files: args.file.iter().cloned().collect(), snapshot: args.snapshot.clone() };
+    let Some(inputs) = resolve_or_report(&input, &args.set) else { return Ok(Status::BadInput) };
+    let mut status = Status::Pass;
+    let mut json_out = Vec::new();
+    let mut out = anstream::stdout();
+    for file in inputs.entries() {
+        let scenario = match inputs.load(&file) {
+            Ok(s) => s,
+            Err(e) => {
+                write_load_error(&mut anstream::stderr(), &e)?;
+                status = status.max(Status::BadInput);
+                continue;
+            }
+        };
+        let config = placer_sim::scheduler_config(&scenario).map_err(anyhow::Error::msg)?;
+        let report = placer_sim::run(&scenario, &RunOptions::default()).map_err(anyhow::Error::new)?;
+        let only = match &args.group {
+            Some(g) => match resolve_group(&report, g) {
+                Ok(k) => Some(k),
+                Err(message) => {
+                    writeln!(anstream::stderr(), "{FAIL}error:{RESET} {}: {message}", file.display())?;
+                    status = status.max(Status::Fail);
+                    continue;
+                }
+            },
+            None => None,
+        };
+        let explanations = explain(&config, &report.objects, report.virtual_time_ms, only.as_ref());
+        if let Some(k) = &only {
+            if explanations.is_empty() {
+                writeln!(
+                    anstream::stderr(),
+                    "{FAIL}error:{RESET} {}: PodGroup {} not found (no PodGroup object, no pod names it)",
+                    file.display(),
+                    key_text(k)
+                )?;
+                status = status.max(Status::Fail);
+                continue;
+            }
+        }
+        match args.output {
+            Format::Json => json_out.push(serde_json::json!({
+                "scenario": report.name,
+                "file": file.display().to_string(),
+                "podGroups": explanations.iter().map(|e| to_json(e, row_of(&report, &e.group))).collect::<Vec<_>>(),
+            })),
+            Format::Text => {
+                writeln!(out, "{} {DIM}{}{RESET}", report.name, file.display())?;
+                for e in &explanations {
+                    write_text(&mut out, e, row_of(&report, &e.group), &report, if args.all { usize::MAX } else { args.top })?;
+                }
+            }
+        }
+    }
+    if args.output == Format::Json {
+        let mut stdout = std::io::stdout().lock();
+        serde_json::to_writer_pretty(&mut stdout, &json_out).context("writing JSON")?;
+        writeln!(stdout)?;
+    }
+    Ok(status)
+}
+
+/// `ns/name` or `job:ns/name[/template]` as a group key, against the run's final objects.
+fn resolve_group(report: &RunReport, text: &str) -> Result<GroupKey, String> {
+    let mut store = placer_cluster::embedded::EmbeddedCluster::new();
+    if text.starts_with(placer_sim::expect::JOB_KEY_PREFIX) {
+        for o in &report.objects {
+            if matches!(o.kind(), placer_cluster::Kind::Job | placer_cluster::Kind::PodGroup) {
+                store.create(o.clone()).map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    placer_sim::expect::resolve_group_key(&store, text).map(|(ns, name)| GroupKey::new(ns, name))
+}
+
+fn row_of<'a>(report: &'a RunReport, key: &GroupKey) -> Option<&'a GroupRow> {
+    report.groups.iter().find(|r| *r.namespace == *key.namespace && *r.name == *key.name)
+}
+
+/// The `PodGroupScheduled` condition's message of a group, from the final objects.
+fn condition_message(report: &RunReport, key: &GroupKey) -> Option<String> {
+    report.objects.iter().find_map(|o| {
+        let r = o.object_ref();
+        if r.kind != placer_cluster::Kind::PodGroup || *r.namespace != *key.namespace || *r.name != *key.name
+        {
+            return None;
+        }
+        let json = o.to_json();
+        json.pointer("/status/conditions")?.as_array()?.iter().find_map(|c| {
+            (c.get("type")?.as_str()? == placer_engine::CONDITION_POD_GROUP_SCHEDULED)
+                .then(|| c.get("message").and_then(|m| m.as_str()).unwrap_or("").to_string())
+        })
+    })
+}
+
+fn write_text(
+    out: &mut dyn Write,
+    e: &GroupExplanation,
+    row: Option<&GroupRow>,
+    report: &RunReport,
+    top: usize,
+) -> std::io::Result<()> {
+    let state = row.map_or("Pending".to_string(), |r| r.state.to_string());
+    let policy = if e.gang { format!("gang, minCount {}", e.min_count) } else { "basic".to_string() };
+    writeln!(out)?;
+    writeln!(
+        out,
+        "PodGroup {}: {state}, {}/{} pods bound ({policy})",
+        key_text(&e.group),
+        e.scheduled,
+        e.members
+    )?;
+    if !e.exists {
+        writeln!(
+            out,
+            "  {WARN}no PodGroup object{RESET}: {} pod(s) name it; they wait for it to be created",
+            e.members
+        )?;
+        return Ok(());
+    }
+    if let Some(row) = row {
+        if let Some(c) = &row.condition {
+            let message = condition_message(report, &e.group).unwrap_or_default();
+            writeln!(
+                out,
+                "  decision: {c}{}",
+                if message.is_empty() { String::new() } else { format!(": {message}") }
+            )?;
+        }
+        if let Some(reason) = &row.reason {
+            writeln!(out, "  why: {reason}")?;
+        }
+    }
+    if e.gang && e.missing > 0 {
+        let plural = if e.missing == 1 { "" } else { "s" };
+        writeln!(
+            out,
+            "  {WARN}missing{RESET}: {} member{plural}: minCount is {} and {} pod(s) exist",
+            e.missing, e.min_count, e.members
+        )?;
+    }
+    if let Some(pod) = &e.pod {
+        writeln!(
+            out,
+            "  each pod requests {} (computed for {}/{})",
+            format_resources(&e.requests),
+            pod.namespace,
+            pod.name
+        )?;
+    }
+    if let Some(level) = &e.level {
+        let kind = if e.level_required { "required" } else { "preferred" };
+        writeln!(
+            out,
+            "  level {level} ({kind}): {} domains; {} pods still to place{}",
+            e.domains.len(),
+            e.needed,
+            if e.used_domains.is_empty() {
+                String::new()
+            } else {
+                format!("; bound pods use {}", e.used_domains.join(", "))
+            }
+        )?;
+        let resources: Vec<&str> = e.requests.iter().map(|(n, _)| n.as_str()).collect();
+        let mut table = comfy_table::Table::new();
+        table.load_style(comfy_table::presets::NOTHING);
+        let mut header = vec!["domain".to_string(), "nodes".to_string()];
+        header.extend(resources.iter().map(|r| format!("free {r}")));
+        header.extend(["pods fit".to_string(), format!("short for {}", e.needed)]);
+        table.set_header(header);
+        for d in e.domains.iter().take(top) {
+            let mut cells = vec![
+                if e.used_domains.contains(&d.value) { format!("{} *", d.value) } else { d.value.clone() },
+                d.nodes.to_string(),
+            ];
+            cells.extend(d.free.iter().map(|(n, v)| format_amount(n, *v)));
+            cells.push(d.fits.to_string());
+            cells.push(if d.shortfall.is_empty() {
+                if d.fits >= e.needed {
+                    "-".into()
+                } else {
+                    format!("{} pods (filters)", e.needed - d.fits)
+                }
+            } else {
+                format_resources(&d.shortfall)
+            });
+            table.add_row(cells);
+        }
+        for line in table.to_string().lines() {
+            writeln!(out, "   {}", line.trim_end())?;
+        }
+        if e.domains.len() > top {
+            writeln!(out, "   {DIM}({} more; --all shows every one){RESET}", e.domains.len() - top)?;
+        }
+        if !e.used_domains.is_empty() {
+            writeln!(out, "   {DIM}* holds bound pods of the group{RESET}")?;
+        }
+    }
+    if let Some(f) = &e.filters {
+        write!(out, "  filters: {}/{} nodes pass for this pod", f.feasible, f.nodes)?;
+        if f.reasons.is_empty() {
+            writeln!(out)?;
+        } else {
+            let parts: Vec<String> = f.reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
+            writeln!(out, "; rejected: {}", parts.join(", "))?;
+        }
+    }
+    Ok(())
+}
+
+fn pairs(list: &[(String, i64)]) -> serde_json::Value {
+    serde_json::Value::Object(list.iter().map(|(k, v)| (k.clone(), serde_json::json!(v))).collect())
+}
+
+fn to_json(e: &GroupExplanation, row: Option<&GroupRow>) -> serde_json::Value {
+    serde_json::json!({
+        "podGroup": key_text(&e.group),
+        "exists": e.exists,
+        "state": row.map(|r| r.state.to_string()),
+        "condition": row.and_then(|r| r.condition.clone()),
+        "reason": row.and_then(|r| r.reason.clone()),
+        "gang": e.gang,
+        "minCount": e.min_count,
+        "members": e.members,
+        "scheduled": e.scheduled,
+        "missing": e.missing,
+        "needed": e.needed,
+        "pod": e.pod.as_ref().map(|p| format!("{}/{}", p.namespace, p.name)),
+        "requests": pairs(&e.requests),
+        "level": e.level,
+        "levelRequired": e.level_required,
+        "usedDomains": e.used_domains,
+        "domains": e.domains.iter().map(|d| serde_json::json!({
+            "value": d.value,
+            "nodes": d.nodes,
+            "free": pairs(&d.free),
+            "podsFit": d.fits,
+            "shortfall": pairs(&d.shortfall),
+        })).collect::<Vec<_>>(),
+        "filters": e.filters.as_ref().map(|f| serde_json::json!({
+            "nodes": f.nodes,
+            "feasible": f.feasible,
+            "reasons": f.reasons.iter().map(|(r, n)| serde_json::json!({"reason": r, "nodes": n})).collect::<Vec<_>>(),
+        })),
+    })
+}

@@ -1,0 +1,204 @@
+//! Issue 16 through the public binary: inputs (directories, stdin, cluster dumps), the
+//! table's reasons and events, `placer explain`, `--set` and `placer compare`, and the
+//! HTML report.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn placer(args: &[&str]) -> Output {
+    match Command::new(env!("CARGO_BIN_EXE_placer")).args(args).current_dir(workspace()).output() {
+        Ok(out) => out,
+        Err(e) => panic!("cannot run placer: {e}"),
+    }
+}
+
+fn placer_stdin(args: &[&str], input: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_placer"))
+        .args(args)
+        .current_dir(workspace())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn placer");
+    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+    child.wait_with_output().expect("wait placer")
+}
+
+fn text(out: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("placer-answers-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+#[test]
+fn validate_and_simulate_take_directories_and_stdin() {
+    let out = placer(&["validate", "examples"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("ok examples/compare-balanced.yaml"), "{stdout}");
+    assert!(stdout.contains("ok examples/gang-rack.yaml"), "{stdout}");
+    let scenario = std::fs::read_to_string(workspace().join("examples/gang-rack.yaml")).expect("example");
+    let out = placer_stdin(&["simulate", "-"], &scenario);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.starts_with("PASS gang-rack -"), "{stdout}");
+    let empty = temp_dir("empty");
+    let out = placer(&["validate", empty.to_str().unwrap_or_default()]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no *.yaml or *.yml file"), "{stderr}");
+}
+
+#[test]
+fn a_kubectl_list_dump_of_nodes_and_pods_loads_and_schedules() {
+    let out = placer(&["simulate", "--snapshot", "examples/snapshot/cluster-dump.yaml"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    // The pods Pending in the dump are bound now.
+    assert!(stdout.contains("cluster: 4 nodes"), "{stdout}");
+    let line = stdout.lines().find(|l| l.contains("cluster:")).unwrap_or_default();
+    let bound = line.split(", ").nth(1).unwrap_or_default();
+    let (a, b) = bound
+        .split_once(" pods bound")
+        .map(|(x, _)| x)
+        .unwrap_or_default()
+        .split_once('/')
+        .unwrap_or_default();
+    assert_eq!(a, b, "every pod of the dump is bound: {line}");
+    // From stdin, with a kind the simulation does not load: skipped, in one line.
+    let mut dump =
+        std::fs::read_to_string(workspace().join("examples/snapshot/cluster-dump.yaml")).expect("dump");
+    dump.push_str("---\napiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: web}\nspec: {ports: [{port: 80}]}\n");
+    let out = placer_stdin(&["simulate", "--snapshot", "-"], &dump);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("skipped 1 object of kinds the simulation does not load: v1 Service (1)"),
+        "{stderr}"
+    );
+    // A scenario on top of the dump: its own submissions run on the dump's cluster.
+    let out = placer(&[
+        "simulate",
+        "examples/snapshot/will-it-fit.yaml",
+        "--snapshot",
+        "examples/snapshot/cluster-dump.yaml",
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+}
+
+#[test]
+fn the_table_says_why_each_group_is_not_bound() {
+    let out = placer(&["simulate", "examples/explain-gpu-racks.yaml", "--events"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("training/eval: waiting for 1 more pod (minCount 4, 3 exist)"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "no rack can hold minCount 64: closest rack r0 (63 of 64 pods fit, lacks 1 nvidia.com/gpu)"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("events ("), "{stdout}");
+    assert!(stdout.contains("FailedScheduling"), "{stdout}");
+    let out = placer(&["simulate", "examples/explain-gpu-racks.yaml", "-o", "json"]);
+    let (stdout, _) = text(&out);
+    let list: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    let events =
+        list["items"].as_array().map_or(0, |items| items.iter().filter(|i| i["kind"] == "Event").count());
+    assert!(events > 0, "JSON output includes the events");
+}
+
+#[test]
+fn explain_prints_each_racks_free_gpus_and_the_shortfall() {
+    let out = placer(&["explain", "examples/explain-gpu-racks.yaml", "job:training/train-64"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("level topology.example.com/rack (required): 2 domains; 64 pods still to place"),
+        "{stdout}"
+    );
+    let r0 = stdout.lines().find(|l| l.trim_start().starts_with("r0 ")).unwrap_or_default();
+    let r1 = stdout.lines().find(|l| l.trim_start().starts_with("r1 ")).unwrap_or_default();
+    assert!(r0.contains(" 63 ") && r0.ends_with("1 nvidia.com/gpu"), "{r0}\n{stdout}");
+    assert!(r1.contains(" 62 ") && r1.ends_with("2 nvidia.com/gpu"), "{r1}\n{stdout}");
+
+    let out = placer(&["explain", "examples/explain-gpu-racks.yaml", "training/eval"]);
+    let (stdout, _) = text(&out);
+    assert!(stdout.contains("missing: 1 member: minCount is 4 and 3 pod(s) exist"), "{stdout}");
+
+    let out = placer(&["explain", "examples/explain-gpu-racks.yaml", "--output", "json"]);
+    let (stdout, _) = text(&out);
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    let groups = v[0]["podGroups"].as_array().cloned().unwrap_or_default();
+    let train = groups.iter().find(|g| g["level"] == "topology.example.com/rack").expect("the rack gang");
+    assert_eq!(train["domains"][0]["free"]["nvidia.com/gpu"], 63);
+    assert_eq!(train["domains"][0]["shortfall"]["nvidia.com/gpu"], 1);
+    let eval = groups.iter().find(|g| g["podGroup"] == "training/eval").expect("eval");
+    assert_eq!(eval["missing"], 1);
+
+    let out = placer(&["explain", "examples/explain-gpu-racks.yaml", "training/nope"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("not found"), "{stderr}");
+}
+
+#[test]
+fn compare_prints_the_domains_balanced_placement_changes() {
+    let out = placer(&[
+        "compare",
+        "examples/compare-balanced.yaml",
+        "--set",
+        "scheduler.featureGates.TASBalancedPlacement=true",
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("A: b0-r0: 15 pods on 1 node, b0-r1: 10 pods on 1 node"), "{stdout}");
+    assert!(stdout.contains("B: b0-r0: 13 pods on 1 node, b0-r1: 12 pods on 1 node"), "{stdout}");
+    assert!(stdout.contains("pods bound"), "{stdout}");
+    // --set on simulate, and a bad path is bad input naming it.
+    let out = placer(&[
+        "simulate",
+        "examples/compare-balanced.yaml",
+        "--set",
+        "scheduler.profile.topologyLevls=[a]",
+    ]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("topologyLevls"), "{stderr}");
+}
+
+#[test]
+fn the_html_report_is_self_contained() {
+    let dir = temp_dir("report");
+    let file = dir.join("r.html");
+    let out = placer(&[
+        "simulate",
+        "examples/explain-gpu-racks.yaml",
+        "--report",
+        file.to_str().unwrap_or_default(),
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let html = std::fs::read_to_string(&file).expect("report");
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("<svg"), "an SVG hierarchy");
+    assert!(html.contains("waiting for 1 more pod"), "unschedulable groups with their reason");
+    assert!(!html.contains("<script"), "no script");
+    assert!(
+        !html.contains("http://") || !html.replace("http://www.w3.org/2000/svg", "").contains("http://"),
+        "nothing fetched"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

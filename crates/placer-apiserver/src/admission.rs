@@ -37,6 +37,7 @@ pub fn check_namespace(store: &EmbeddedCluster, kind: Kind, namespace: &str) -> 
 pub fn prepare_create(store: &EmbeddedCluster, obj: &mut Object) -> ApiResult<()> {
     match obj {
         Object::Pod(p) => {
+            let p = std::sync::Arc::make_mut(p);
             p.status = None;
             default_pod(p);
             admit_priority(store, p)?;
@@ -50,7 +51,7 @@ pub fn prepare_create(store: &EmbeddedCluster, obj: &mut Object) -> ApiResult<()
             let spec = ns.spec.get_or_insert_with(NamespaceSpec::default);
             spec.finalizers.get_or_insert_with(|| vec!["kubernetes".into()]);
         }
-        Object::Node(n) => simulated_node_info(n),
+        Object::Node(n) => simulated_node_info(std::sync::Arc::make_mut(n)),
         Object::PriorityClass(pc) => {
             pc.preemption_policy.get_or_insert_with(|| "PreemptLowerPriority".into());
         }
@@ -80,7 +81,7 @@ pub fn simulated_node_info(n: &mut Node) {
 /// Update-time defaulting (what decoding a Pod defaults is defaulted again).
 pub fn prepare_update(obj: &mut Object) {
     match obj {
-        Object::Pod(p) => default_pod(p),
+        Object::Pod(p) => default_pod(std::sync::Arc::make_mut(p)),
         Object::PriorityClass(pc) => {
             pc.preemption_policy.get_or_insert_with(|| "PreemptLowerPriority".into());
         }
@@ -170,7 +171,7 @@ mod tests {
     use placer_api::k8s::api::scheduling::v1::PriorityClass;
 
     fn pod(class: Option<&str>) -> Object {
-        Object::Pod(Pod {
+        Object::pod(Pod {
             metadata: placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta {
                 name: Some("p".into()),
                 ..Default::default()

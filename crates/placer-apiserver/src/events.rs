@@ -223,7 +223,7 @@ mod tests {
         let mut pod = Pod::default();
         pod.metadata.name = Some("p".into());
         pod.metadata.namespace = Some("demo".into());
-        let uid = store.create(Object::Pod(pod)).unwrap().metadata().uid.clone();
+        let uid = store.create(Object::Pod(pod.into())).unwrap().metadata().uid.clone();
         let mut rec = EventRecorder::new("test");
         rec.record(&mut store, &record("FailedScheduling"));
         store.advance_ms(1000);
@@ -253,7 +253,7 @@ mod tests {
         let mut again = Pod::default();
         again.metadata.name = Some("p".into());
         again.metadata.namespace = Some("demo".into());
-        let new_uid = store.create(Object::Pod(again)).unwrap().metadata().uid.clone();
+        let new_uid = store.create(Object::Pod(again.into())).unwrap().metadata().uid.clone();
         rec.record(&mut store, &record("Other"));
         let uids: Vec<Option<String>> = store
             .list(Kind::Event)

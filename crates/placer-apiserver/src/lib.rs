@@ -162,12 +162,13 @@ fn ensure_namespaces(store: &mut EmbeddedCluster) -> Result<(), String> {
 /// [`admission::simulated_node_info`]).
 fn register_nodes(store: &mut EmbeddedCluster) {
     for obj in store.list(Kind::Node) {
-        let Object::Node(mut n) = obj else { continue };
+        let Object::Node(n) = obj else { continue };
+        let mut n = std::sync::Arc::unwrap_or_clone(n);
         let before = n.status.clone();
         admission::simulated_node_info(&mut n);
         if n.status != before {
             n.metadata.resource_version = None;
-            if let Err(e) = store.update_status(Object::Node(n)) {
+            if let Err(e) = store.update_status(Object::Node(n.into())) {
                 tracing::warn!(error = %e, "cannot register a node");
             }
         }
@@ -349,14 +350,14 @@ mod tests {
             "spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "-1"}}}]}
         }))
         .unwrap();
-        let err = store.create(Object::Pod(pod.clone())).unwrap_err();
+        let err = store.create(Object::Pod(pod.clone().into())).unwrap_err();
         assert!(err.to_string().contains("spec.containers[0].resources.requests[cpu]"), "{err}");
         // DefaultTolerationSeconds runs on create, as in the simulator.
         let mut ok = pod;
         ok.spec.as_mut().unwrap().containers[0].resources = None;
-        let created = store.create(Object::Pod(ok)).unwrap();
+        let created = store.create(Object::Pod(ok.into())).unwrap();
         let Object::Pod(created) = created else { panic!("not a pod") };
-        let tolerations = created.spec.unwrap().tolerations.unwrap_or_default();
+        let tolerations = created.spec.clone().unwrap().tolerations.unwrap_or_default();
         assert!(tolerations.iter().any(|t| t.key.as_deref() == Some("node.kubernetes.io/not-ready")));
     }
 }

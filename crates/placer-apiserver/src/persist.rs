@@ -185,7 +185,7 @@ mod tests {
         let mut p = Pod::default();
         p.metadata.name = Some(name.into());
         p.metadata.namespace = Some("default".into());
-        Object::Pod(p)
+        Object::Pod(p.into())
     }
 
     #[test]

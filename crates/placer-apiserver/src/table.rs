@@ -732,7 +732,7 @@ mod tests {
             }]),
             ..Default::default()
         });
-        let row = cells(&Object::Pod(pod), now);
+        let row = cells(&Object::Pod(pod.into()), now);
         assert_eq!(
             row,
             vec![

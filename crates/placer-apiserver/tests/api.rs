@@ -41,7 +41,7 @@ impl Api {
                 "status": {"allocatable": {"cpu": "4", "pods": "10"}, "conditions": [{"type": "Ready", "status": "True"}]}
             }))
             .unwrap();
-            store.create(placer_cluster::Object::Node(node)).unwrap();
+            store.create(placer_cluster::Object::Node(node.into())).unwrap();
         }
         let inner = Inner::new(store, EventRecorder::new("test"), Clock::new(0, 1.0), None);
         let shared = Arc::new(Shared::new(inner));

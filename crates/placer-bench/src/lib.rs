@@ -8,6 +8,8 @@
 //! * [`workloads`]: the workloads (a)-(e) and the scaling points, deterministic.
 //! * [`runner`]: one workload run: pods/s, decision latency percentiles, placements
 //!   evaluated per decision, peak memory, share of groups placed.
+//! * [`simulate`]: the `simulate` workload, a generated 50,000-node scenario file run
+//!   through the full simulator (store, controllers, engine), wall time and peak memory.
 //! * [`report`]: the scaling curve, the optimized-vs-baseline comparison, text and JSON.
 //! * [`observer`], [`stats`], [`memory`], [`rng`]: the measuring instruments.
 //!
@@ -19,6 +21,7 @@ pub mod observer;
 pub mod report;
 pub mod rng;
 pub mod runner;
+pub mod simulate;
 pub mod stats;
 pub mod workloads;
 
@@ -27,6 +30,7 @@ use placer_engine::PlacementSearch;
 
 pub use report::{BaselineComparison, BenchReport, ScalingPoint};
 pub use runner::{run_workload, WorkloadResult};
+pub use simulate::{run_simulate, SimulateResult, SimulateShape};
 pub use workloads::{Recipe, Workload};
 
 /// What to run.
@@ -50,6 +54,17 @@ pub struct BenchOptions {
 pub enum BenchError {
     #[error("no workload matches filter {filter:?} (workloads: {known})")]
     NoMatch { filter: String, known: String },
+    #[error("workload {id}: {message}")]
+    Simulate { id: String, message: String },
+}
+
+/// The `simulate` workload when `options` selects it (no filter, or one its id contains).
+pub fn select_simulate(options: &BenchOptions) -> Option<SimulateShape> {
+    let shape = SimulateShape::new(options.quick);
+    match &options.filter {
+        None => Some(shape),
+        Some(f) => shape.id().contains(f.as_str()).then_some(shape),
+    }
 }
 
 /// The workloads `options` selects, in run order.
@@ -59,8 +74,10 @@ pub fn select(options: &BenchOptions) -> Result<Vec<Recipe>, BenchError> {
         None => all.clone(),
         Some(f) => all.iter().copied().filter(|r| r.id().contains(f.as_str())).collect(),
     };
-    if selected.is_empty() {
-        let known = all.iter().map(Recipe::id).collect::<Vec<_>>().join(", ");
+    if selected.is_empty() && select_simulate(options).is_none() {
+        let mut known: Vec<String> = all.iter().map(Recipe::id).collect();
+        known.push(SimulateShape::new(options.quick).id());
+        let known = known.join(", ");
         return Err(BenchError::NoMatch { filter: options.filter.clone().unwrap_or_default(), known });
     }
     Ok(selected)
@@ -111,12 +128,23 @@ pub fn run_suite(options: &BenchOptions) -> Result<BenchReport, BenchError> {
         })
         .collect();
     let scaling = if points.is_empty() { Vec::new() } else { report::scaling_curve(&points) };
+    let mut simulate = Vec::new();
+    if let Some(shape) = select_simulate(options) {
+        let bar = if options.progress { ProgressBar::new_spinner() } else { ProgressBar::hidden() };
+        bar.set_message(format!("{} (full simulator)", shape.id()));
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        let result =
+            run_simulate(shape).map_err(|e| BenchError::Simulate { id: shape.id(), message: e.to_string() });
+        bar.finish_and_clear();
+        simulate.push(result?);
+    }
     Ok(BenchReport {
         quick: options.quick,
         machine: report::Machine::current(),
         workloads,
         scaling,
         baseline,
+        simulate,
     })
 }
 
@@ -133,6 +161,11 @@ mod tests {
         let opts = BenchOptions { filter: Some("nope".to_string()), ..BenchOptions::default() };
         let err = select(&opts).expect_err("no match");
         assert!(err.to_string().contains("a-upstream"));
+        assert!(err.to_string().contains("simulate-50k"));
+        let opts =
+            BenchOptions { filter: Some("simulate".to_string()), quick: true, ..BenchOptions::default() };
+        assert!(select(&opts).expect("the simulate workload matches").is_empty());
+        assert_eq!(select_simulate(&opts).map(|s| s.id()), Some("simulate-1k".to_string()));
     }
 
     #[test]
@@ -141,6 +174,7 @@ mod tests {
             BenchOptions { filter: Some("a-upstream".to_string()), quick: true, ..BenchOptions::default() };
         let report = run_suite(&opts).expect("runs");
         assert_eq!(report.workloads.len(), 2);
+        assert!(report.simulate.is_empty(), "the filter leaves the simulate workload out");
         assert_eq!(report.workloads[1].search, "baseline");
         assert_eq!(report.baseline.len(), 1);
         assert!(report.scaling.is_empty());

@@ -43,6 +43,14 @@ pub fn format_bytes(bytes: Option<u64>) -> String {
     }
 }
 
+/// `bytes` as KiB with one decimal (per-node and per-pod figures), or "n/a".
+pub fn format_kib(bytes: Option<u64>) -> String {
+    match bytes {
+        Some(b) => format!("{:.1} KiB", b as f64 / 1024.0),
+        None => "n/a".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,6 +68,8 @@ mod tests {
     fn bytes_format_as_mib_or_na() {
         assert_eq!(format_bytes(Some(3 * 1024 * 1024 / 2)), "1.5 MiB");
         assert_eq!(format_bytes(None), "n/a");
+        assert_eq!(format_kib(Some(1536)), "1.5 KiB");
+        assert_eq!(format_kib(None), "n/a");
     }
 
     #[cfg(target_os = "linux")]

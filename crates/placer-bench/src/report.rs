@@ -3,8 +3,9 @@
 
 use serde::Serialize;
 
-use crate::memory::format_bytes;
+use crate::memory::{format_bytes, format_kib};
 use crate::runner::WorkloadResult;
+use crate::simulate::SimulateResult;
 
 /// One point of the scaling curve.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -119,6 +120,9 @@ pub struct BenchReport {
     pub workloads: Vec<WorkloadResult>,
     pub scaling: Vec<ScalingPoint>,
     pub baseline: Vec<BaselineComparison>,
+    /// The `simulate` workload (the full simulator on a generated scenario file), when
+    /// selected.
+    pub simulate: Vec<SimulateResult>,
 }
 
 /// Column alignment.
@@ -219,6 +223,7 @@ pub fn render_text(report: &BenchReport) -> String {
                 fixed(r.schedule_seconds, 2),
                 fixed(r.apply_seconds, 2),
                 thousands(r.pods_per_second),
+                thousands(r.end_to_end_pods_per_second),
                 fixed(r.latency.p50_ms, 2),
                 fixed(r.latency.p90_ms, 2),
                 fixed(r.latency.p99_ms, 2),
@@ -229,6 +234,8 @@ pub fn render_text(report: &BenchReport) -> String {
                 r.placements_per_decision.map_or_else(|| "-".to_string(), |p| fixed(p, 1)),
                 format_bytes(r.memory_after_nodes_bytes),
                 format_bytes(r.peak_memory_bytes),
+                format_kib(r.memory_per_node_bytes),
+                format_kib(r.memory_per_pod_bytes),
             ]
         })
         .collect();
@@ -243,6 +250,7 @@ pub fn render_text(report: &BenchReport) -> String {
             "sched s",
             "apply s",
             "pods/s",
+            "e2e pods/s",
             "p50 ms",
             "p90 ms",
             "p99 ms",
@@ -250,8 +258,10 @@ pub fn render_text(report: &BenchReport) -> String {
             "evals/dec",
             "mem nodes",
             "peak mem",
+            "mem/node",
+            "mem/pod",
         ],
-        &[L, L, R, L, R, R, R, R, R, R, R, R, R, R, R, R],
+        &[L, L, R, L, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R],
         &rows,
     ));
 
@@ -324,6 +334,46 @@ pub fn render_text(report: &BenchReport) -> String {
         ));
         out.push_str("(exponent = ln(x time) / ln(x nodes): 1.0 is linear growth)\n");
     }
+
+    if !report.simulate.is_empty() {
+        out.push_str("\nfull simulator on a generated scenario file (placer simulate FILE, in process)\n");
+        let rows: Vec<Vec<String>> = report
+            .simulate
+            .iter()
+            .map(|s| {
+                vec![
+                    s.id.clone(),
+                    thousands(s.nodes as f64),
+                    thousands(s.pods as f64),
+                    format_bytes(Some(s.file_bytes)),
+                    fixed(s.load_seconds, 2),
+                    fixed(s.run_seconds, 2),
+                    fixed(s.wall_seconds, 2),
+                    format!("{}/{}", thousands(s.bound_pods as f64), thousands(s.pods as f64)),
+                    if s.passed { "yes" } else { "no" }.to_string(),
+                    format_bytes(s.memory_before_bytes),
+                    format_bytes(s.peak_memory_bytes),
+                ]
+            })
+            .collect();
+        out.push_str(&render_table(
+            &[
+                "workload",
+                "nodes",
+                "gang",
+                "file",
+                "load s",
+                "run s",
+                "wall s",
+                "bound",
+                "expect",
+                "mem before",
+                "peak mem",
+            ],
+            &[L, R, R, R, R, R, R, R, R, R, R],
+            &rows,
+        ));
+    }
     out
 }
 
@@ -348,12 +398,15 @@ mod tests {
             schedule_seconds: seconds,
             apply_seconds: 0.0,
             pods_per_second: (decisions * 10) as f64 / seconds,
+            end_to_end_pods_per_second: (decisions * 10) as f64 / seconds,
             latency: LatencySummary::default(),
             latency_source: "schedule call".to_string(),
             largest_group: None,
             placements_per_decision: Some(2.0),
             memory_after_nodes_bytes: None,
             peak_memory_bytes: None,
+            memory_per_node_bytes: None,
+            memory_per_pod_bytes: None,
             decisions_digest: digest.to_string(),
             total_seconds: seconds,
         }
@@ -411,6 +464,7 @@ mod tests {
             workloads: vec![o.clone(), b],
             scaling: scaling_curve(&[&o]),
             baseline: vec![cmp],
+            simulate: Vec::new(),
         };
         let text = render_text(&report);
         assert!(text.contains("20.0x"));

@@ -55,6 +55,9 @@ pub struct WorkloadResult {
     pub apply_seconds: f64,
     /// `bound_pods / schedule_seconds`.
     pub pods_per_second: f64,
+    /// End to end: `bound_pods / (apply_seconds + schedule_seconds)`, what a scheduler
+    /// fed by a watch sustains (ingest and decisions, not the store).
+    pub end_to_end_pods_per_second: f64,
     /// Decision latency.
     pub latency: LatencySummary,
     /// What a latency sample is: `schedule call` (one submission per call) or `group cycle`
@@ -71,6 +74,11 @@ pub struct WorkloadResult {
     pub memory_after_nodes_bytes: Option<u64>,
     /// Peak resident memory during the run (`VmHWM`, reset at the start when possible).
     pub peak_memory_bytes: Option<u64>,
+    /// Resident memory the nodes added, per node (`mem nodes` minus the resident size
+    /// before they were fed, over the node count).
+    pub memory_per_node_bytes: Option<u64>,
+    /// Peak memory above `mem nodes`, per pod submitted.
+    pub memory_per_pod_bytes: Option<u64>,
     /// FNV-1a of every binding (pod, node) in order: equal digests mean equal decisions.
     pub decisions_digest: String,
     /// Wall time of the whole run, generation and feeding included.
@@ -278,6 +286,7 @@ pub fn run_workload(w: &Workload, search: PlacementSearch, progress: &ProgressBa
     };
     let mut d = Driver::new(config);
     d.dra = w.dra;
+    let memory_before_nodes = memory::current_rss();
     if w.dra {
         d.engine.apply(ClusterEvent::DeviceClassUpserted(Arc::new(objects::gpu_class())), 0);
     }
@@ -328,13 +337,19 @@ pub fn run_workload(w: &Workload, search: PlacementSearch, progress: &ProgressBa
     let peak = memory::peak_rss();
 
     let schedule_seconds = d.schedule_time.as_secs_f64();
+    let apply_seconds = d.apply_time.as_secs_f64();
+    let nodes = w.cluster.node_count();
+    let per = |bytes: Option<u64>, n: u64| bytes.filter(|_| n > 0).map(|b| b / n);
+    let memory_per_node_bytes =
+        per(memory_after_nodes.zip(memory_before_nodes).map(|(a, b)| a.saturating_sub(b)), nodes);
+    let memory_per_pod_bytes = per(peak.zip(memory_after_nodes).map(|(p, a)| p.saturating_sub(a)), pods);
     let denominator = if groups == 0 { pods } else { groups };
     let decisions = d.obs.group_cycles + d.obs.pod_cycles;
     WorkloadResult {
         id: w.id.clone(),
         title: w.title.clone(),
         search: search_name(search).to_string(),
-        nodes: w.cluster.node_count(),
+        nodes,
         topology: w.cluster.describe(),
         groups,
         pods,
@@ -343,8 +358,13 @@ pub fn run_workload(w: &Workload, search: PlacementSearch, progress: &ProgressBa
         placed_share: if denominator == 0 { 0.0 } else { placed as f64 / denominator as f64 },
         decisions,
         schedule_seconds,
-        apply_seconds: d.apply_time.as_secs_f64(),
+        apply_seconds,
         pods_per_second: if schedule_seconds > 0.0 { d.bound_pods as f64 / schedule_seconds } else { 0.0 },
+        end_to_end_pods_per_second: if schedule_seconds + apply_seconds > 0.0 {
+            d.bound_pods as f64 / (schedule_seconds + apply_seconds)
+        } else {
+            0.0
+        },
         latency: LatencySummary::from_seconds(&latency_seconds),
         latency_source: latency_source.to_string(),
         largest_group,
@@ -352,6 +372,8 @@ pub fn run_workload(w: &Workload, search: PlacementSearch, progress: &ProgressBa
             .then(|| d.obs.placement_evaluations as f64 / d.obs.group_cycles as f64),
         memory_after_nodes_bytes: memory_after_nodes,
         peak_memory_bytes: peak,
+        memory_per_node_bytes,
+        memory_per_pod_bytes,
         decisions_digest: format!("{:016x}", d.digest.0),
         total_seconds: started.elapsed().as_secs_f64(),
     }

@@ -597,7 +597,7 @@ impl ClusterStore for EmbeddedCluster {
         if self.objects.contains_key(&r) {
             return Err(StoreError::AlreadyExists(r));
         }
-        if let Object::Pod(pod) = &mut obj {
+        if let Some(pod) = obj.as_pod_mut() {
             let status = pod.status.get_or_insert_with(Default::default);
             if status.phase.as_deref().is_none_or(str::is_empty) {
                 status.phase = Some("Pending".to_string());
@@ -712,7 +712,7 @@ impl ClusterStore for EmbeddedCluster {
         if !self.objects.contains_key(&node_ref) {
             return Err(StoreError::NotFound(node_ref));
         }
-        let mut pod = pod.clone();
+        let mut pod = (**pod).clone();
         pod.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
         let now = self.now();
         let status = pod.status.get_or_insert_with(Default::default);
@@ -727,7 +727,7 @@ impl ClusterStore for EmbeddedCluster {
             Some(c) => *c = scheduled,
             None => conditions.push(scheduled),
         }
-        self.put(r, Object::Pod(pod), WatchEventKind::Modified);
+        self.put(r, Object::Pod(pod.into()), WatchEventKind::Modified);
         Ok(())
     }
 
@@ -777,7 +777,7 @@ fn normalize_new(obj: &mut Object) {
     } else {
         meta.namespace = None;
     }
-    if let Object::Pod(pod) = obj {
+    if let Some(pod) = obj.as_pod_mut() {
         let status = pod.status.get_or_insert_with(Default::default);
         if status.phase.as_deref().is_none_or(str::is_empty) {
             status.phase = Some("Pending".to_string());
@@ -826,8 +826,17 @@ fn keep_server_fields(old: &ObjectMeta, new: &mut ObjectMeta) {
 /// Copies `from`'s status onto `to` (same kind). Returns false for kinds without status.
 fn copy_status(from: &Object, to: &mut Object) -> bool {
     match (from, to) {
-        (Object::Node(a), Object::Node(b)) => b.status = a.status.clone(),
-        (Object::Pod(a), Object::Pod(b)) => b.status = a.status.clone(),
+        // Shared objects are copied only when the status differs.
+        (Object::Node(a), Object::Node(b)) => {
+            if a.status != b.status {
+                std::sync::Arc::make_mut(b).status = a.status.clone();
+            }
+        }
+        (Object::Pod(a), Object::Pod(b)) => {
+            if a.status != b.status {
+                std::sync::Arc::make_mut(b).status = a.status.clone();
+            }
+        }
         (Object::PodGroup(a), Object::PodGroup(b)) => b.status = a.status.clone(),
         (Object::Job(a), Object::Job(b)) => b.status = a.status.clone(),
         (Object::CronJob(a), Object::CronJob(b)) => b.status = a.status.clone(),
@@ -882,7 +891,7 @@ mod tests {
     use serde_json::json;
 
     fn pod(ns: &str, name: &str) -> Object {
-        Object::Pod(Pod {
+        Object::pod(Pod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some(ns.into()),
@@ -894,7 +903,7 @@ mod tests {
     }
 
     fn node(name: &str) -> Object {
-        Object::Node(Node {
+        Object::node(Node {
             metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
             ..Default::default()
         })
@@ -965,7 +974,7 @@ mod tests {
     }
 
     fn with_grace(mut obj: Object, node: Option<&str>, grace: Option<i64>, finalizer: bool) -> Object {
-        if let Object::Pod(p) = &mut obj {
+        if let Some(p) = obj.as_pod_mut() {
             let spec = p.spec.get_or_insert_with(Default::default);
             spec.node_name = node.map(str::to_string);
             spec.termination_grace_period_seconds = grace;
@@ -1180,12 +1189,12 @@ mod tests {
     fn update_keeps_status_and_server_fields_and_bumps_generation_on_spec_change() {
         let mut c = EmbeddedCluster::new();
         let mut p = pod("default", "p");
-        if let Object::Pod(pp) = &mut p {
+        if let Some(pp) = p.as_pod_mut() {
             pp.status = Some(PodStatus { phase: Some("Running".into()), ..Default::default() });
         }
         let created = c.create(p).unwrap();
         let mut changed = created.clone();
-        if let Object::Pod(pp) = &mut changed {
+        if let Some(pp) = changed.as_pod_mut() {
             pp.status = Some(PodStatus { phase: Some("Failed".into()), ..Default::default() });
             pp.spec.as_mut().unwrap().priority = Some(7);
             pp.metadata.uid = Some("forged".into());
@@ -1225,7 +1234,7 @@ mod tests {
         let mut c = EmbeddedCluster::new();
         let created = c.create(pod("default", "p")).unwrap();
         let mut write = created.clone();
-        if let Object::Pod(pp) = &mut write {
+        if let Some(pp) = write.as_pod_mut() {
             pp.status = Some(PodStatus { phase: Some("Running".into()), ..Default::default() });
             pp.metadata.labels = Some([("ignored".to_string(), "x".to_string())].into());
             pp.spec.as_mut().unwrap().priority = Some(9);
@@ -1340,7 +1349,7 @@ mod tests {
         assert!(matches!(c.merge_patch(&pod_ref("p"), &patch), Err(StoreError::Forbidden { .. })));
         let mut status = good.clone();
         status.metadata_mut().labels = Some([("forbidden".to_string(), "x".to_string())].into());
-        if let Object::Pod(p) = &mut status {
+        if let Some(p) = status.as_pod_mut() {
             p.status = Some(PodStatus { phase: Some("Running".into()), ..Default::default() });
         }
         assert!(c.update_status(status).is_ok(), "status writes skip admission");

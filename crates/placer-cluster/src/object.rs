@@ -1,6 +1,7 @@
 //! Typed objects the store holds.
 
 use std::fmt;
+use std::sync::Arc;
 
 use placer_api::k8s::api::batch::v1::{CronJob, Job};
 use placer_api::k8s::api::coordination::v1::Lease;
@@ -159,13 +160,18 @@ impl fmt::Display for ObjectRef {
 }
 
 /// A typed object of one of the [`Kind`]s.
+///
+/// Nodes and pods, the kinds a cluster has by the ten thousand, are shared (`Arc`): the
+/// store, its watch log, every watcher and the engine hold the same allocation, so a
+/// clone of an `Object` (a list, a watch event) copies no node or pod. A write makes a
+/// new version (`Arc::make_mut` copies only when the old one is still shared).
 // Objects are moved rarely and cloned as a whole; boxing every variant would only add an
 // indirection to each access.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Object {
-    Node(Node),
-    Pod(Pod),
+    Node(Arc<Node>),
+    Pod(Arc<Pod>),
     PodGroup(PodGroup),
     Workload(Workload),
     Job(Job),
@@ -189,8 +195,14 @@ pub enum Object {
 macro_rules! each {
     ($self:expr, $o:ident => $e:expr) => {
         match $self {
-            Object::Node($o) => $e,
-            Object::Pod($o) => $e,
+            Object::Node($o) => {
+                let $o = &**$o;
+                $e
+            }
+            Object::Pod($o) => {
+                let $o = &**$o;
+                $e
+            }
             Object::PodGroup($o) => $e,
             Object::Workload($o) => $e,
             Object::Job($o) => $e,
@@ -243,8 +255,30 @@ impl Object {
         each!(self, o => &o.metadata)
     }
 
+    /// The metadata, for writing (a shared node or pod is copied first).
     pub fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        each!(self, o => &mut o.metadata)
+        match self {
+            Object::Node(o) => &mut Arc::make_mut(o).metadata,
+            Object::Pod(o) => &mut Arc::make_mut(o).metadata,
+            Object::PodGroup(o) => &mut o.metadata,
+            Object::Workload(o) => &mut o.metadata,
+            Object::Job(o) => &mut o.metadata,
+            Object::CronJob(o) => &mut o.metadata,
+            Object::PriorityClass(o) => &mut o.metadata,
+            Object::PodDisruptionBudget(o) => &mut o.metadata,
+            Object::Namespace(o) => &mut o.metadata,
+            Object::Event(o) => &mut o.metadata,
+            Object::Lease(o) => &mut o.metadata,
+            Object::DeviceClass(o) => &mut o.metadata,
+            Object::ResourceSlice(o) => &mut o.metadata,
+            Object::ResourceClaim(o) => &mut o.metadata,
+            Object::ResourceClaimTemplate(o) => &mut o.metadata,
+            Object::PersistentVolumeClaim(o) => &mut o.metadata,
+            Object::PersistentVolume(o) => &mut o.metadata,
+            Object::StorageClass(o) => &mut o.metadata,
+            Object::CSINode(o) => &mut o.metadata,
+            Object::CSIDriver(o) => &mut o.metadata,
+        }
     }
 
     pub fn object_ref(&self) -> ObjectRef {
@@ -266,8 +300,8 @@ impl Object {
     /// Reads an object of `kind` from JSON (apiVersion/kind are checked by k8s-openapi).
     pub fn from_json(kind: Kind, value: serde_json::Value) -> Result<Object, serde_json::Error> {
         Ok(match kind {
-            Kind::Node => Object::Node(serde_json::from_value(value)?),
-            Kind::Pod => Object::Pod(serde_json::from_value(value)?),
+            Kind::Node => Object::Node(Arc::new(serde_json::from_value(value)?)),
+            Kind::Pod => Object::Pod(Arc::new(serde_json::from_value(value)?)),
             Kind::PodGroup => Object::PodGroup(serde_json::from_value(value)?),
             Kind::Workload => Object::Workload(serde_json::from_value(value)?),
             Kind::Job => Object::Job(serde_json::from_value(value)?),
@@ -292,6 +326,32 @@ impl Object {
     pub fn as_pod(&self) -> Option<&Pod> {
         match self {
             Object::Pod(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// A node object (shared from now on).
+    pub fn node(node: Node) -> Object {
+        Object::Node(Arc::new(node))
+    }
+
+    /// A pod object (shared from now on).
+    pub fn pod(pod: Pod) -> Object {
+        Object::Pod(Arc::new(pod))
+    }
+
+    /// The pod for writing (copied first when shared), if this is one.
+    pub fn as_pod_mut(&mut self) -> Option<&mut Pod> {
+        match self {
+            Object::Pod(p) => Some(Arc::make_mut(p)),
+            _ => None,
+        }
+    }
+
+    /// The node for writing (copied first when shared), if this is one.
+    pub fn as_node_mut(&mut self) -> Option<&mut Node> {
+        match self {
+            Object::Node(n) => Some(Arc::make_mut(n)),
             _ => None,
         }
     }

@@ -1628,7 +1628,7 @@ mod tests {
         );
         let new_image = {
             let mut p = old.clone();
-            if let Object::Pod(p) = &mut p {
+            if let Some(p) = p.as_pod_mut() {
                 p.spec.as_mut().unwrap().containers[0].image = Some("y".into());
             }
             p

@@ -818,7 +818,7 @@ mod tests {
         fn new() -> World {
             let mut store = EmbeddedCluster::new();
             store
-                .create(Object::Node(Node {
+                .create(Object::node(Node {
                     metadata: ObjectMeta { name: Some("n1".into()), ..ObjectMeta::default() },
                     ..Node::default()
                 }))
@@ -833,7 +833,8 @@ mod tests {
                 for obj in self.store.list(Kind::Pod) {
                     let Object::Pod(p) = obj else { continue };
                     if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none() {
-                        let (ns, name) = (p.metadata.namespace.unwrap(), p.metadata.name.unwrap());
+                        let (ns, name) =
+                            (p.metadata.namespace.clone().unwrap(), p.metadata.name.clone().unwrap());
                         self.store.bind(&ns, &name, "", "n1").unwrap();
                         wrote = true;
                     }

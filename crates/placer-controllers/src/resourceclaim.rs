@@ -241,7 +241,7 @@ impl ResourceClaimController {
         }
         let mut pod = pod.clone();
         pod.status.get_or_insert_with(Default::default).resource_claim_statuses = Some(statuses);
-        match store.update_status(Object::Pod(pod)) {
+        match store.update_status(Object::Pod(pod.into())) {
             Ok(_) => Ok(true),
             Err(StoreError::Conflict(_) | StoreError::NotFound(_)) => Ok(false),
             Err(e) => Err(err(e)),

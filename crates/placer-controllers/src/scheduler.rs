@@ -666,9 +666,9 @@ pub fn cluster_event(event: WatchEvent) -> Option<ClusterEvent> {
     let r = event.object.object_ref();
     Some(match event.object {
         Object::Node(_) if deleted => ClusterEvent::NodeDeleted(r.name),
-        Object::Node(n) => ClusterEvent::NodeUpserted(Arc::new(n)),
+        Object::Node(n) => ClusterEvent::NodeUpserted(n),
         Object::Pod(_) if deleted => ClusterEvent::PodDeleted(PodKey::new(r.namespace, r.name)),
-        Object::Pod(p) => ClusterEvent::PodUpserted(Arc::new(p)),
+        Object::Pod(p) => ClusterEvent::PodUpserted(p),
         Object::PodGroup(_) if deleted => ClusterEvent::PodGroupDeleted(GroupKey::new(r.namespace, r.name)),
         Object::PodGroup(g) => ClusterEvent::PodGroupUpserted(Arc::new(g)),
         Object::PriorityClass(_) if deleted => ClusterEvent::PriorityClassDeleted(r.name),
@@ -921,13 +921,14 @@ fn set_nominated(
     node: Option<String>,
 ) -> Result<bool, StoreError> {
     let r = pod_ref(key);
-    let Some(Object::Pod(mut pod)) = store.get(&r) else { return Err(StoreError::NotFound(r)) };
+    let Some(Object::Pod(pod)) = store.get(&r) else { return Err(StoreError::NotFound(r)) };
+    let mut pod = Arc::unwrap_or_clone(pod);
     let status = pod.status.get_or_insert_with(Default::default);
     if status.nominated_node_name == node {
         return Ok(false);
     }
     status.nominated_node_name = node;
-    write_status(store, Object::Pod(pod))
+    write_status(store, Object::Pod(pod.into()))
 }
 
 fn set_pod_unschedulable(
@@ -937,7 +938,8 @@ fn set_pod_unschedulable(
     message: &str,
 ) -> Result<bool, StoreError> {
     let r = pod_ref(key);
-    let Some(Object::Pod(mut pod)) = store.get(&r) else { return Err(StoreError::NotFound(r)) };
+    let Some(Object::Pod(pod)) = store.get(&r) else { return Err(StoreError::NotFound(r)) };
+    let mut pod = Arc::unwrap_or_clone(pod);
     if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()) {
         return Ok(false);
     }
@@ -965,7 +967,7 @@ fn set_pod_unschedulable(
             ..Default::default()
         }),
     }
-    write_status(store, Object::Pod(pod))
+    write_status(store, Object::Pod(pod.into()))
 }
 
 /// Adds (or refreshes) the victim's `DisruptionTarget=True` condition with `reason`
@@ -977,7 +979,8 @@ fn set_pod_disruption_target(
     message: &str,
 ) -> Result<bool, StoreError> {
     let r = pod_ref(key);
-    let Some(Object::Pod(mut pod)) = store.get(&r) else { return Err(StoreError::NotFound(r)) };
+    let Some(Object::Pod(pod)) = store.get(&r) else { return Err(StoreError::NotFound(r)) };
+    let mut pod = Arc::unwrap_or_clone(pod);
     let now = store.now();
     let conditions = pod.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
     let wanted = PodCondition {
@@ -1002,7 +1005,7 @@ fn set_pod_disruption_target(
         }
         None => conditions.push(wanted),
     }
-    write_status(store, Object::Pod(pod))
+    write_status(store, Object::Pod(pod.into()))
 }
 
 fn set_group_condition(

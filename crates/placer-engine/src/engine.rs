@@ -150,6 +150,9 @@ pub struct Engine {
     queue: SchedulingQueue,
     /// Latest version of every pod (with resolved priority).
     pods: FxHashMap<PodKey, Arc<PodInfo>>,
+    /// The object each pod not bound yet was last read from (shared with the caller, not
+    /// copied), so its binding confirmation can be recognised ([`confirm`]).
+    sources: FxHashMap<PodKey, Arc<Pod>>,
     groups: GroupIndex,
     priority_classes: BTreeMap<String, PriorityClassInfo>,
     pdbs: BTreeMap<PodKey, Arc<PodDisruptionBudget>>,
@@ -217,6 +220,7 @@ impl Engine {
             snapshot,
             queue,
             pods: FxHashMap::default(),
+            sources: FxHashMap::default(),
             groups: GroupIndex::new(),
             priority_classes: BTreeMap::new(),
             pdbs: BTreeMap::new(),
@@ -469,9 +473,24 @@ impl Engine {
     }
 
     fn apply_pod(&mut self, pod: Arc<Pod>, now_ms: u64) {
-        let Some(info) = self.pod_info(pod) else { return };
+        if self.confirm_in_place(&pod, now_ms) {
+            return;
+        }
+        let source = pod.clone();
+        let Some(info) = self.pod_info(pod) else {
+            if let Some(name) = source.metadata.name.as_deref() {
+                self.sources
+                    .remove(&PodKey::new(source.metadata.namespace.as_deref().unwrap_or("default"), name));
+            }
+            return;
+        };
         let info = Arc::new(info);
         let key = info.key.clone();
+        if info.node_name.is_none() && !info.terminal {
+            self.sources.insert(key.clone(), source);
+        } else {
+            self.sources.remove(&key);
+        }
         let old = self.pods.insert(key.clone(), info.clone());
         self.preempt.observe_pod(&info);
         let old_held = old.as_ref().is_some_and(|o| o.node_name.is_some() && !o.terminal);
@@ -522,6 +541,7 @@ impl Engine {
 
     fn delete_pod(&mut self, key: &PodKey, now_ms: u64) {
         let old = self.pods.remove(key);
+        self.sources.remove(key);
         self.snapshot.dra_mut().forget_pod(key);
         self.preempt.forget(key);
         self.queue.remove(key);
@@ -921,6 +941,7 @@ fn policy_relaxed(old: GroupPolicy, new: GroupPolicy) -> bool {
 
 #[cfg(test)]
 mod binding_tests;
+mod confirm;
 mod cycle;
 mod explain;
 pub use explain::{DomainFit, FilterSummary, GroupExplanation};

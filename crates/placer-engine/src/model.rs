@@ -17,6 +17,9 @@ use placer_api::k8s::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::resources::{ResourceError, Resources};
 
+mod binding;
+pub(crate) use binding::differs_only_by_binding;
+
 /// `namespace/name` of a namespaced object. The strings are shared: keys are cloned into
 /// every index the engine keeps (queue, snapshot, assumptions, decisions), and a clone is
 /// two reference-count increments rather than two allocations.
@@ -51,7 +54,7 @@ pub struct NodeId(pub u32);
 /// nearly all of it fields scheduling never reads (images, commands, env, volumes,
 /// probes). [`PodInfo::from_pod`] copies out what the engine reads: the scalar facts
 /// below and the constraints in [`PodSchedulingView`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PodInfo {
     /// The constraints and status facts of the pod object the algorithms read; shared
     /// between the clones of this info (e.g. the assumed copy made at binding).

@@ -392,7 +392,7 @@ mod tests {
         p.metadata.name = Some(name.into());
         p.metadata.uid = Some(uid.into());
         p.metadata.resource_version = Some(rv.into());
-        Object::Pod(p)
+        Object::Pod(p.into())
     }
 
     fn node(name: &str, rv: &str) -> Object {
@@ -400,7 +400,7 @@ mod tests {
         n.metadata.name = Some(name.into());
         n.metadata.uid = Some(format!("uid-{name}"));
         n.metadata.resource_version = Some(rv.into());
-        Object::Node(n)
+        Object::Node(n.into())
     }
 
     fn kinds(events: &[WatchEvent]) -> Vec<(u64, WatchEventKind, String)> {

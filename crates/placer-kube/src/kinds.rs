@@ -28,7 +28,7 @@ macro_rules! kind_type {
         impl KindType for $t {
             const KIND: Kind = Kind::$k;
             fn into_object(self) -> Object {
-                Object::$k(self)
+                Object::$k(self.into())
             }
         }
     };
@@ -140,7 +140,7 @@ mod tests {
         let mut pod = Pod::default();
         pod.metadata.name = Some("p".into());
         pod.metadata.namespace = Some("ns".into());
-        let obj = Object::Pod(pod);
+        let obj = Object::Pod(pod.into());
         let dynamic = to_dynamic(&obj).unwrap();
         assert_eq!(from_dynamic(Kind::Pod, dynamic).unwrap(), obj);
     }

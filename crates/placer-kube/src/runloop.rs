@@ -437,7 +437,7 @@ mod tests {
     fn node(name: &str) -> Object {
         let mut n = Node::default();
         n.metadata.name = Some(name.into());
-        Object::Node(n)
+        Object::Node(n.into())
     }
 
     fn job(name: &str, managed_by: Option<&str>) -> Object {

@@ -89,7 +89,7 @@ fn pod_json(name: &str, uid: &str, rv: &str) -> Value {
 }
 
 fn pod(name: &str, uid: &str, rv: &str) -> Object {
-    Object::Pod(serde_json::from_value::<Pod>(pod_json(name, uid, rv)).unwrap())
+    Object::Pod(serde_json::from_value::<Pod>(pod_json(name, uid, rv)).unwrap().into())
 }
 
 fn pod_group_json(rv: &str, conditions: Value) -> Value {
@@ -243,14 +243,15 @@ async fn pod_conditions_and_nominated_node_go_to_the_pod_status_subresource() {
     let (store, mut api) = store_with_mock();
     let cached = pod("worker-1", "uid-1", "40");
     store.inject(cached.clone());
-    let Object::Pod(mut p) = cached else { unreachable!() };
+    let Object::Pod(p) = cached else { unreachable!() };
+    let mut p = std::sync::Arc::unwrap_or_clone(p);
     let status = p.status.get_or_insert_with(Default::default);
     status.nominated_node_name = Some("node-b".into());
     status.conditions = Some(vec![serde_json::from_value(
         json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available"}),
     )
     .unwrap()]);
-    let task = call(store, move |s| s.update_status(Object::Pod(p)));
+    let task = call(store, move |s| s.update_status(Object::Pod(p.into())));
 
     let (method, uri, body, send) = next(&mut api).await;
     assert_eq!(method, Method::PUT);
@@ -275,7 +276,7 @@ async fn create_posts_the_object_and_the_answer_is_visible_at_once() {
     new_pod.metadata.uid = None;
     new_pod.metadata.resource_version = Some("999".into());
     new_pod.metadata.generate_name = Some("job-a-".into());
-    let task = call(store, move |s| s.create(Object::Pod(new_pod)));
+    let task = call(store, move |s| s.create(Object::Pod(new_pod.into())));
 
     let (method, uri, body, send) = next(&mut api).await;
     assert_eq!(method, Method::POST);
@@ -315,7 +316,7 @@ async fn creates_are_retried_on_server_errors_only_when_repeating_is_safe() {
     let mut generated: Pod = serde_json::from_value(pod_json("", "", "")).unwrap();
     generated.metadata.name = None;
     generated.metadata.generate_name = Some("g-".into());
-    let task = call(store, move |s| s.create(Object::Pod(generated)));
+    let task = call(store, move |s| s.create(Object::Pod(generated.into())));
     let (_, _, _, send) = next(&mut api).await;
     reply(send, 503, status(503, "ServiceUnavailable", "try again"));
     let (_store, result) = task.await.unwrap();

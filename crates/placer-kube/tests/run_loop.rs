@@ -53,7 +53,7 @@ fn pod(name: &str) -> Object {
     p.metadata.namespace = Some("ns".into());
     p.metadata.uid = Some("uid".into());
     p.metadata.resource_version = Some("1".into());
-    Object::Pod(p)
+    Object::Pod(p.into())
 }
 
 async fn expect_binding(api: &mut Handle<Request<Body>, Response<Body>>, pod: &str) {

@@ -204,7 +204,7 @@ pub fn replay(trace: &Trace, config: &LabConfig, opts: &ReplayOptions) -> Result
         }
         alloc.push(r);
         node_index.insert(name, i);
-        store.create(Object::Node(n)).map_err(|e| setup(format!("creating a node: {e}")))?;
+        store.create(Object::Node(n.into())).map_err(|e| setup(format!("creating a node: {e}")))?;
     }
     // The level right above the nodes (racks), when the lowest level is per node.
     let per_node = |l: usize| interned[l].len() == alloc.len();
@@ -552,7 +552,7 @@ impl Replay<'_> {
         st.preempted = false;
         st.attempt += 1;
         for p in objects::pods(a, st.attempt) {
-            if let Err(e) = self.store.create(Object::Pod(p)) {
+            if let Err(e) = self.store.create(Object::Pod(p.into())) {
                 let m = format!("resubmitting {}: {e}", a.name);
                 self.err(m);
             }

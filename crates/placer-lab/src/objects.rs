@@ -202,10 +202,10 @@ pub fn objects(a: &Arrival, cluster: &Cluster) -> Vec<Object> {
         ArrivalKind::Job => vec![Object::Job(job(a, cluster))],
         ArrivalKind::PodGroup => {
             let mut v = vec![Object::PodGroup(pod_group(a, cluster))];
-            v.extend(pods(a, 0).into_iter().map(Object::Pod));
+            v.extend(pods(a, 0).into_iter().map(|p| Object::Pod(p.into())));
             v
         }
-        ArrivalKind::Pod => pods(a, 0).into_iter().map(Object::Pod).collect(),
+        ArrivalKind::Pod => pods(a, 0).into_iter().map(|p| Object::Pod(p.into())).collect(),
     }
 }
 

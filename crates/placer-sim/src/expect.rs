@@ -625,7 +625,7 @@ mod tests {
     }
 
     fn node(name: &str, rack: &str) -> Object {
-        Object::Node(Node {
+        Object::node(Node {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 labels: Some([("rack".to_string(), rack.to_string())].into()),
@@ -636,7 +636,7 @@ mod tests {
     }
 
     fn pod(name: &str, group: &str) -> Object {
-        Object::Pod(Pod {
+        Object::pod(Pod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some("default".into()),

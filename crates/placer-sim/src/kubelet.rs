@@ -79,7 +79,7 @@ impl SimKubelet {
         let mut updated = pod.clone();
         updated.status = Some(status);
         updated.metadata.resource_version = None;
-        match store.update_status(Object::Pod(updated)) {
+        match store.update_status(Object::Pod(updated.into())) {
             Ok(_) => Ok(true),
             // The pod went away in the meantime: nothing to run.
             Err(placer_cluster::StoreError::NotFound(_)) => Ok(false),
@@ -176,7 +176,7 @@ mod tests {
     use placer_cluster::embedded::EmbeddedCluster;
 
     fn pod(name: &str, node: Option<&str>, run_time: Option<&str>) -> Object {
-        Object::Pod(Pod {
+        Object::pod(Pod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some("default".into()),
@@ -189,7 +189,7 @@ mod tests {
     }
 
     fn node(name: &str) -> Object {
-        Object::Node(Node {
+        Object::node(Node {
             metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
             ..Default::default()
         })

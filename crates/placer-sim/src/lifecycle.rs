@@ -57,7 +57,7 @@ impl Admission for DefaultTolerationSeconds {
     }
 
     fn mutate_on_create(&self, obj: &mut Object) {
-        let Object::Pod(pod) = obj else { return };
+        let Some(pod) = obj.as_pod_mut() else { return };
         add_default_toleration_seconds(pod.spec.get_or_insert_with(Default::default));
     }
 }
@@ -143,7 +143,7 @@ impl NodeLifecycle {
         let mut updated = node.clone();
         updated.spec.get_or_insert_with(Default::default).taints = (!taints.is_empty()).then_some(taints);
         updated.metadata.resource_version = None;
-        store.update(Object::Node(updated))?;
+        store.update(Object::Node(updated.into()))?;
         Ok(true)
     }
 
@@ -267,7 +267,7 @@ fn evict(store: &mut dyn ClusterStore, pod: &Pod, now_ms: u64) -> Result<(), Sto
         ..Default::default()
     });
     marked.metadata.resource_version = None;
-    store.update_status(Object::Pod(marked))?;
+    store.update_status(Object::Pod(marked.into()))?;
     store.record_event(EventRecord {
         regarding: r.clone(),
         type_: "Normal".to_string(),

@@ -708,8 +708,8 @@ impl<'de> Deserialize<'de> for Typed {
                 IgnoredAny::deserialize(d)?;
                 return Ok(Typed(None));
             }
-            Some(Kind::Node) => Object::Node(Node::deserialize(d)?),
-            Some(Kind::Pod) => Object::Pod(Pod::deserialize(d)?),
+            Some(Kind::Node) => Object::Node(Node::deserialize(d)?.into()),
+            Some(Kind::Pod) => Object::Pod(Pod::deserialize(d)?.into()),
             Some(Kind::PodGroup) => Object::PodGroup(PodGroup::deserialize(d)?),
             Some(Kind::Workload) => Object::Workload(Workload::deserialize(d)?),
             Some(Kind::Job) => Object::Job(Job::deserialize(d)?),
@@ -819,7 +819,7 @@ fn convert(raw: RawScenario<Spanned<Typed>>, file: PathBuf, problems: &mut Vec<P
             path: format!("cluster.nodes[{i}]"),
             line: n.referenced.line(),
             column: n.referenced.column(),
-            object: Object::Node(n.value),
+            object: Object::Node(n.value.into()),
         })
         .collect();
     let pods = cluster
@@ -830,7 +830,7 @@ fn convert(raw: RawScenario<Spanned<Typed>>, file: PathBuf, problems: &mut Vec<P
             path: format!("cluster.pods[{i}]"),
             line: p.referenced.line(),
             column: p.referenced.column(),
-            object: normalize(Object::Pod(p.value)),
+            object: normalize(Object::Pod(p.value.into())),
         })
         .collect();
     let submit =

@@ -302,7 +302,7 @@ mod tests {
     use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn node(name: &str, rack: &str) -> Object {
-        Object::Node(Node {
+        Object::node(Node {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 labels: Some([("rack".to_string(), rack.to_string())].into()),
@@ -320,7 +320,7 @@ mod tests {
     }
 
     fn pod(name: &str, node: Option<&str>, phase: &str) -> Object {
-        Object::Pod(Pod {
+        Object::pod(Pod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some("default".into()),
@@ -362,7 +362,7 @@ mod tests {
         // Two bound pods whose cpu sums past i64 (5e15 cores each, in millicores): the sum
         // saturates; it used to wrap to a negative percentage.
         let mut huge = pod("huge", Some("n1"), "Running");
-        if let Object::Pod(p) = &mut huge {
+        if let Some(p) = huge.as_pod_mut() {
             let c = &mut p.spec.as_mut().unwrap().containers[0];
             c.resources.as_mut().unwrap().requests =
                 Some([("cpu".to_string(), Quantity("5e15".into()))].into());

@@ -358,11 +358,11 @@ pub fn setup_cluster(
         s.nodes.iter().map(|m| (m.path.clone(), m.object.clone())).collect();
     if let Some(g) = &s.generate {
         nodes.extend(
-            generated_nodes(g).into_iter().map(|n| ("cluster.generate".to_string(), Object::Node(n))),
+            generated_nodes(g).into_iter().map(|n| ("cluster.generate".to_string(), Object::Node(n.into()))),
         );
     }
     for (path, mut node) in nodes {
-        if let Object::Node(n) = &mut node {
+        if let Some(n) = node.as_node_mut() {
             let conditions =
                 n.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
             if !conditions.iter().any(|c| c.type_ == "Ready") {
@@ -382,7 +382,7 @@ pub fn setup_cluster(
     for m in &s.pods {
         let mut pod = m.object.clone();
         let mut fixed = false;
-        if let Object::Pod(p) = &mut pod {
+        if let Some(p) = pod.as_pod_mut() {
             let status = p.status.get_or_insert_with(Default::default);
             match status.phase.as_deref() {
                 None | Some("") => status.phase = Some("Running".into()),
@@ -584,7 +584,7 @@ impl Sim<'_> {
     fn set_ready(&mut self, name: &str, status: &str) -> Result<(), String> {
         let mut node = self.node(name)?;
         let now = self.store.now();
-        if let Object::Node(n) = &mut node {
+        if let Some(n) = node.as_node_mut() {
             let conditions =
                 n.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
             let (reason, message) = match status {
@@ -621,7 +621,7 @@ impl Sim<'_> {
             effect: t.effect.clone(),
             time_added: (t.effect == "NoExecute").then(|| self.store.now()),
         };
-        if let Object::Node(n) = &mut node {
+        if let Some(n) = node.as_node_mut() {
             let taints = n.spec.get_or_insert_with(Default::default).taints.get_or_insert_with(Vec::new);
             taints.retain(|x| !(x.key == taint.key && x.effect == taint.effect));
             taints.push(taint);

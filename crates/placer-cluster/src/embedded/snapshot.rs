@@ -113,7 +113,7 @@ mod tests {
     use placer_api::k8s::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
     fn pod(name: &str) -> Object {
-        Object::Pod(Pod {
+        Object::pod(Pod {
             metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
             spec: Some(Default::default()),
             ..Default::default()
@@ -125,7 +125,7 @@ mod tests {
         let mut a = EmbeddedCluster::new();
         a.advance_ms(5_000);
         let owner = a
-            .create(Object::Node(Node {
+            .create(Object::node(Node {
                 metadata: ObjectMeta { name: Some("n1".into()), ..Default::default() },
                 ..Default::default()
             }))

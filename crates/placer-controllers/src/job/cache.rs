@@ -67,7 +67,7 @@ impl Cache {
             Object::Job(j) => {
                 self.jobs.insert(r, j);
             }
-            Object::Pod(p) => self.upsert_pod(r, Arc::new(p)),
+            Object::Pod(p) => self.upsert_pod(r, p),
             Object::Workload(w) => {
                 self.remove(&r);
                 if let Some(job) = workload_job_name(&w) {

@@ -498,9 +498,8 @@ impl JobController {
             let mut updated = Pod::clone(pod);
             updated.status = Some(status);
             let name = pod.metadata.name.clone().unwrap_or_default();
-            match store.update_status(Object::Pod(updated)) {
+            match store.update_status(Object::Pod(updated.into())) {
                 Ok(Object::Pod(p)) => {
-                    let p = Arc::new(p);
                     *pod = p.clone();
                     self.cache.upsert_shared_pod(p);
                     sync.wrote = true;
@@ -889,12 +888,11 @@ impl JobController {
         pod: Pod,
     ) -> Result<Arc<Pod>, SyncError> {
         let job_name = sync.job.metadata.name.clone().unwrap_or_default();
-        match store.create(Object::Pod(pod)) {
+        match store.create(Object::Pod(pod.into())) {
             Ok(Object::Pod(created)) => {
                 sync.wrote = true;
                 let name = created.metadata.name.clone().unwrap_or_default();
                 record(store, &sync.job, "Normal", "SuccessfulCreate", format!("Created pod: {name}"));
-                let created = Arc::new(created);
                 self.cache.upsert_shared_pod(created.clone());
                 Ok(created)
             }

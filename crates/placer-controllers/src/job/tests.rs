@@ -42,7 +42,7 @@ impl Sim {
         let mut store = EmbeddedCluster::new();
         store.add_admission(Box::new(JobValidation::new(g.clone())));
         store
-            .create(Object::Node(Node {
+            .create(Object::node(Node {
                 metadata: ObjectMeta { name: Some("n1".into()), ..ObjectMeta::default() },
                 ..Node::default()
             }))
@@ -138,7 +138,7 @@ impl Sim {
     fn set_pod_phase(&mut self, pod: &Pod, phase: &str) {
         let mut p = pod.clone();
         p.status = Some(PodStatus { phase: Some(phase.into()), ..p.status.clone().unwrap_or_default() });
-        self.store.update_status(Object::Pod(p)).unwrap();
+        self.store.update_status(Object::Pod(p.into())).unwrap();
     }
 
     fn patch_job(&mut self, name: &str, patch: serde_json::Value) -> Result<Object, StoreError> {

@@ -60,7 +60,7 @@ fn settle(c: &mut SchedulerController, store: &mut dyn ClusterStore) -> usize {
 
 fn node_of(store: &dyn ClusterStore, name: &str) -> Option<String> {
     match store.get(&ObjectRef::new(Kind::Pod, "default", name)) {
-        Some(Object::Pod(p)) => p.spec.and_then(|s| s.node_name),
+        Some(Object::Pod(p)) => p.spec.clone().and_then(|s| s.node_name),
         _ => None,
     }
 }
@@ -121,8 +121,14 @@ fn unschedulable_gang_writes_pod_and_group_status_once() {
     settle(&mut c, &mut store);
     assert!(node_of(&store, "p1").is_none());
     let Some(Object::Pod(p3)) = store.get(&ObjectRef::new(Kind::Pod, "default", "p3")) else { panic!() };
-    let cond =
-        p3.status.unwrap().conditions.unwrap().into_iter().find(|c| c.type_ == "PodScheduled").unwrap();
+    let cond = Arc::unwrap_or_clone(p3)
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "PodScheduled")
+        .unwrap();
     assert_eq!(cond.status, "False");
     assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
     assert_eq!(cond.message.as_deref(), Some("0/1 nodes are available: 1 Insufficient cpu."));
@@ -272,7 +278,7 @@ fn a_preempted_pod_is_marked_then_deleted_with_a_preempted_event() {
     // The victim carried DisruptionTarget before it went.
     let marked = store.watch_since(seen).into_iter().any(|e| match e.object {
         Object::Pod(p) if p.metadata.name.as_deref() == Some("low") => {
-            p.status.and_then(|s| s.conditions).unwrap_or_default().iter().any(|c| {
+            p.status.clone().and_then(|s| s.conditions).unwrap_or_default().iter().any(|c| {
                 c.type_ == DISRUPTION_TARGET && c.reason.as_deref() == Some(REASON_PREEMPTION_BY_SCHEDULER)
             })
         }

@@ -1,0 +1,77 @@
+//! Binding confirmations read in place.
+//!
+//! The engine assumes a pod on its node when it decides, then the store's watch shows the
+//! binding: the same pod with `spec.nodeName` set. Reading that version from scratch
+//! (`PodInfo::from_pod`: the view, the requests) repeats work the engine has done: when
+//! the new version differs from the one it read only by what a binding writes
+//! ([`differs_only_by_binding`]), the bound copy the snapshot already counts is exactly
+//! what reading it would give, and it becomes the pod's record as it is.
+//!
+//! Valid only then: an assumed pod, confirmed on the node it was assumed on, whose record
+//! has not changed since it was assumed, whose object the engine kept when it read it, and
+//! whose counted copy is still the assumed one. In
+//! every other case [`Engine::confirm_in_place`] returns false and the caller reads the
+//! pod as before. Debug builds check every confirmation against a full read.
+
+use std::sync::Arc;
+
+use placer_api::k8s::api::core::v1::Pod;
+
+use super::Engine;
+use crate::model::{differs_only_by_binding, PodInfo, PodKey};
+
+impl Engine {
+    /// Confirms an assumed pod from its bound version without reading it again, when that
+    /// is exact (see the module documentation). Returns whether it did.
+    pub(super) fn confirm_in_place(&mut self, pod: &Arc<Pod>, now_ms: u64) -> bool {
+        if self.assumed.is_empty() {
+            return false;
+        }
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+        let (Some(name), Some(node)) = (pod.metadata.name.as_deref(), node) else { return false };
+        let key = PodKey::new(pod.metadata.namespace.as_deref().unwrap_or("default"), name);
+        // The assumption stands on this node and was made from the pod's current record
+        // (an update since, e.g. a status write before the binding landed, replaced it).
+        let current = self.pods.get(&key);
+        let Some(assumed) = self.assumed.get(&key) else { return false };
+        if assumed.node != node || !current.is_some_and(|c| Arc::ptr_eq(c, &assumed.queued.pod)) {
+            return false;
+        }
+        if !self.sources.get(&key).is_some_and(|read| differs_only_by_binding(read, pod)) {
+            return false;
+        }
+        let Some(counted) = self.counted_copy(&key).filter(|c| c.node_name.as_deref() == Some(node)) else {
+            return false;
+        };
+        #[cfg(debug_assertions)]
+        self.check_confirmation(pod, &counted);
+        self.sources.remove(&key);
+        self.assumed.remove(&key);
+        self.queue.remove(&key);
+        self.pods.insert(key, counted.clone());
+        self.preempt.observe_pod(&counted);
+        // What `apply_pod` does for a pod that became assigned: pods with inter-pod
+        // affinity or hard topology spread may fit now, and its group's waiting members
+        // move on (GangScheduling requeue hint). Membership is unchanged.
+        if !counted.terminal {
+            self.queue.move_pod_dependent_unschedulable(now_ms);
+            if let Some(group) = Self::group_key_of(&counted) {
+                self.group_changed(&group, now_ms);
+            }
+        }
+        true
+    }
+
+    /// The version of a pod the snapshot counts (bound or assumed), if any.
+    fn counted_copy(&self, key: &PodKey) -> Option<Arc<PodInfo>> {
+        let id = self.snapshot.pod_node(key)?;
+        self.snapshot.node(id).pods.iter().find(|p| p.key == *key).cloned()
+    }
+
+    /// Debug builds: the confirmed record is what a full read of `pod` gives.
+    #[cfg(debug_assertions)]
+    fn check_confirmation(&mut self, pod: &Arc<Pod>, counted: &PodInfo) {
+        let read = self.pod_info(pod.clone());
+        debug_assert_eq!(read.as_ref(), Some(counted), "a binding confirmed in place reads as the pod does");
+    }
+}

@@ -12,6 +12,32 @@ use placer_api::gates::Gate;
 
 use super::engine_bridge::{failed_nodes, place_unit, TasCache};
 
+/// Kueue's node-failure controller evicts a placed workload as soon as a second of its
+/// assigned nodes fails while it still waits for replacements (`evictWorkloadIfNeeded`:
+/// one failed node is replaced, several are not), whether or not replacements would fit and
+/// whatever `TASFailedNodeReplacementFailFast` says. Here that is a placed group, with pods
+/// to place again, that lost pods on two or more failed nodes.
+fn evict_for_multiple_failed_nodes(
+    ctx: &GroupContext<'_>,
+    snap: &Snapshot,
+    cycles: &[&GroupCycle],
+) -> Option<Vec<Option<GroupDecision>>> {
+    let [cycle] = cycles else { return None };
+    let gates = &ctx.config.gates;
+    if cycle.pods.is_empty() || cycle.scheduled.is_empty() || !gates.enabled(Gate::TASFailedNodeReplacement) {
+        return None;
+    }
+    let failed = failed_nodes(snap, cycle, gates);
+    if failed.len() < 2 {
+        return None;
+    }
+    let message = format!(
+        "Workload eviction triggered due to multiple TAS assigned node failures, including: {}",
+        failed.join(", ")
+    );
+    Some(vec![Some(GroupDecision::of(GroupOutcome::EvictForNodeFailure { failed_nodes: failed, message }))])
+}
+
 /// The hierarchical topology-aware scheduling of seed 002 (`crate::tas`), used for every
 /// PodGroup when `config.topology_levels` is non-empty.
 ///
@@ -26,6 +52,9 @@ pub fn hierarchical_assignment(
     cache: &mut TasCache,
     cycles: &[&GroupCycle],
 ) -> Vec<Option<GroupDecision>> {
+    if let Some(evicted) = evict_for_multiple_failed_nodes(ctx, snap, cycles) {
+        return evicted;
+    }
     match place_unit(ctx.algo, ctx.config, snap, cache, cycles) {
         Ok(members) => members
             .into_iter()

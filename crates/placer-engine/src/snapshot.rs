@@ -183,6 +183,16 @@ pub struct Snapshot {
     namespaces: crate::framework::helper::NamespaceIndex,
     /// Claims, volumes, storage classes, CSI nodes and the bindings in flight.
     volumes: volumes::VolumeState,
+    /// For each image name in a live node's `status.images`, how many live nodes list it
+    /// (kube-scheduler's `imageStates`, kept as nodes come and go so ImageLocality reads
+    /// an image's spread without scanning the cluster for every pod).
+    image_nodes: FxHashMap<String, usize>,
+}
+
+/// The distinct image names a node's `status.images` lists.
+fn image_names(info: &NodeStatic) -> std::collections::BTreeSet<&str> {
+    let images = info.node.status.as_ref().and_then(|s| s.images.as_deref()).unwrap_or(&[]);
+    images.iter().flat_map(|i| i.names.as_deref().unwrap_or(&[])).map(String::as_str).collect()
 }
 
 impl Snapshot {
@@ -355,14 +365,17 @@ impl Snapshot {
                 let allocatable_changed = n.allocatable != info.allocatable;
                 n.allocatable = info.allocatable.clone();
                 n.flags = NodeFlags::of(&info);
-                n.info = info;
+                let old = std::mem::replace(&mut n.info, info.clone());
                 if allocatable_changed {
                     self.mark_domains_dirty(id);
                 }
+                self.count_images(&old, false);
+                self.count_images(&info, true);
             }
             return id;
         }
         self.node_generation += 1;
+        self.count_images(&info, true);
         let name = info.name.clone();
         let mut state = NodeState::new(info);
         for pod in self.orphans.remove(&name).unwrap_or_default() {
@@ -398,6 +411,7 @@ impl Snapshot {
         self.node_generation += 1;
         if let Some(id) = self.by_name.remove(name) {
             if let Some(state) = self.nodes[id.0 as usize].take() {
+                self.count_images(&state.info, false);
                 self.pods_with_affinity -= u64::from(state.pods_with_affinity);
                 self.pods_with_required_anti_affinity -= u64::from(state.pods_with_required_anti_affinity);
                 for p in &state.pods {
@@ -501,6 +515,25 @@ impl Snapshot {
 
     pub fn num_nodes(&self) -> usize {
         self.order.len()
+    }
+
+    /// How many live nodes list `image` among their `status.images` names.
+    pub fn nodes_with_image(&self, image: &str) -> usize {
+        self.image_nodes.get(image).copied().unwrap_or(0)
+    }
+
+    /// Adds (`+1`) or removes (`-1`) a live node's images from [`Self::image_nodes`].
+    fn count_images(&mut self, info: &NodeStatic, add: bool) {
+        for name in image_names(info) {
+            if add {
+                *self.image_nodes.entry(name.to_string()).or_insert(0) += 1;
+            } else if let Some(n) = self.image_nodes.get_mut(name) {
+                *n -= 1;
+                if *n == 0 {
+                    self.image_nodes.remove(name);
+                }
+            }
+        }
     }
 
     pub fn nodes(&self) -> impl Iterator<Item = &NodeState> {

@@ -77,16 +77,11 @@ impl ScorePlugin for ImageLocality {
         if images.is_empty() {
             return PreResult::Skip;
         }
-        let mut nodes_with: BTreeMap<String, usize> = images.iter().map(|i| (i.clone(), 0)).collect();
-        let mut any = false;
-        for node in snap.nodes() {
-            for (image, count) in nodes_with.iter_mut() {
-                if image_size(node, image).is_some() {
-                    *count += 1;
-                    any = true;
-                }
-            }
-        }
+        // The spread of each image comes from the snapshot's per-image node counts
+        // (kube's `imageStates`), not from a scan of every node per pod.
+        let nodes_with: BTreeMap<String, usize> =
+            images.iter().map(|i| (i.clone(), snap.nodes_with_image(i))).collect();
+        let any = nodes_with.values().any(|&n| n > 0);
         if !any {
             // No node holds any of the images: every node scores 0.
             return PreResult::Skip;
@@ -203,5 +198,23 @@ mod tests {
         assert_eq!(n("gcr.io/40:v1"), "gcr.io/40:v1");
         assert_eq!(n("localhost:5000/img"), "localhost:5000/img:latest");
         assert_eq!(n("localhost:5000/img:1"), "localhost:5000/img:1");
+    }
+
+    /// The spread ImageLocality reads is the snapshot's per-image node count, kept as nodes
+    /// are added, replaced and removed (an image under two names counts under each).
+    #[test]
+    fn image_spread_follows_node_updates_and_removals() {
+        let mut snap = snapshot_with(nodes().into_iter().map(|n| n.build()).collect(), vec![]);
+        assert_eq!(snap.nodes_with_image("gcr.io/10:v1"), 1);
+        assert_eq!(snap.nodes_with_image("gcr.io/40:latest"), 1);
+        snap.upsert_node(node("node3").image(&["gcr.io/40:latest"], mb(40)).build());
+        assert_eq!(snap.nodes_with_image("gcr.io/40:latest"), 2);
+        // node1 replaced without its images.
+        snap.upsert_node(node("node1").build());
+        assert_eq!(snap.nodes_with_image("gcr.io/40:latest"), 1);
+        assert_eq!(snap.nodes_with_image("gcr.io/2000:latest"), 0);
+        snap.remove_node("node2");
+        assert_eq!(snap.nodes_with_image("gcr.io/10:latest"), 0);
+        assert_eq!(snap.nodes_with_image("gcr.io/10:v1"), 0);
     }
 }

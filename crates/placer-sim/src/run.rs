@@ -48,9 +48,6 @@ use placer_metrics::{Clock, Metrics};
 
 pub use crate::lifecycle::NOT_READY_TAINT;
 
-/// Index of the scheduler in the controller list (its wake-ups drive settling).
-const SCHEDULER: usize = 3;
-
 /// A callback told about each phase of a run (see [`RunOptions::progress`]).
 pub type ProgressFn = Arc<dyn Fn(&str) + Send + Sync>;
 
@@ -262,21 +259,27 @@ pub fn run(s: &Scenario, opts: &RunOptions) -> Result<RunReport, RunError> {
         let profile = config.scheduler_names.first().map_or("default-scheduler", String::as_str);
         Metrics::new(profile, if opts.wall_clock_metrics { Clock::Wall } else { Clock::Frozen })
     });
-    let controllers: Vec<Box<dyn Controller>> = vec![
+    let mut controllers: Vec<Box<dyn Controller>> = vec![
         Box::new(JobController::new(gates.clone())),
         // Claims are created and bound before the scheduler looks at them, as the
         // controllers of a real cluster would have done by then.
         Box::new(EphemeralVolumeController::new()),
         Box::new(PersistentVolumeController::new()),
-        Box::new(SchedulerController::new(config, Box::new(metrics.observer()))), // SCHEDULER
+    ];
+    // The scheduler's wake-ups drive settling: its index is taken where it is pushed, so
+    // reordering the list cannot point settling at another controller.
+    let scheduler = controllers.len();
+    controllers.push(Box::new(SchedulerController::new(config, Box::new(metrics.observer()))));
+    controllers.extend::<[Box<dyn Controller>; 4]>([
         Box::new(SimKubelet::new(frozen)),
         Box::new(CronJobController::new()),
         Box::new(NodeLifecycle::new(terminating)),
         Box::new(ResourceClaimController::new(&gates)),
-    ];
+    ]);
     let mut sim = Sim {
         store,
         controllers,
+        scheduler,
         opts,
         file: s.file.clone(),
         idle_window_ms,
@@ -407,6 +410,8 @@ pub fn setup_cluster(
 struct Sim<'a> {
     store: EmbeddedCluster,
     controllers: Vec<Box<dyn Controller>>,
+    /// Index of the scheduler in `controllers`.
+    scheduler: usize,
     opts: &'a RunOptions,
     file: PathBuf,
     idle_window_ms: u64,
@@ -494,7 +499,7 @@ impl Sim<'_> {
         self.fixed_point(phase)?;
         loop {
             let now = self.store.now_ms();
-            let Some(t) = self.controllers[SCHEDULER].next_retry_ms() else { break };
+            let Some(t) = self.controllers[self.scheduler].next_retry_ms() else { break };
             if t <= now || t > last_change.saturating_add(self.idle_window_ms) {
                 break;
             }

@@ -269,6 +269,7 @@ pub fn validate(obj: &Object) -> Vec<FieldError> {
         Object::StorageClass(sc) => storage::validate_storage_class(&mut e, sc),
         Object::CSINode(n) => storage::validate_csi_node(&mut e, n),
         Object::CSIDriver(_) => {}
+        Object::CSIStorageCapacity(c) => storage::validate_csi_storage_capacity(&mut e, c),
     }
     if e.0.is_empty() {
         let size = serde_json::to_vec(&obj.to_json()).map(|v| v.len()).unwrap_or(0);

@@ -73,7 +73,9 @@ impl Kind {
             | Kind::Event
             | Kind::PersistentVolumeClaim
             | Kind::PersistentVolume => "v1",
-            Kind::StorageClass | Kind::CSINode | Kind::CSIDriver | Kind::CSIStorageCapacity => "storage.k8s.io/v1",
+            Kind::StorageClass | Kind::CSINode | Kind::CSIDriver | Kind::CSIStorageCapacity => {
+                "storage.k8s.io/v1"
+            }
             Kind::PodGroup | Kind::Workload => "scheduling.k8s.io/v1alpha2",
             Kind::Job | Kind::CronJob => "batch/v1",
             Kind::PriorityClass => "scheduling.k8s.io/v1",

@@ -16,8 +16,8 @@ use placer_api::k8s::api::storage::v1::CSINode;
 
 use crate::framework::volumes::translation;
 use crate::framework::{
-    CycleState, Dependence, FilterPlugin, FilterResult, NodeState, PodInfo, PodVolume, PreResult,
-    Rejection, Snapshot,
+    CycleState, Dependence, FilterPlugin, FilterResult, NodeState, PodInfo, PodVolume, PreResult, Rejection,
+    Snapshot,
 };
 
 /// Plugin name.

@@ -278,7 +278,12 @@ impl VolumeState {
     /// some CSIStorageCapacity of the class must reach the node (`nodeTopology` matches its
     /// labels; no topology reaches no node) with `maximumVolumeSize` (else `capacity`) at
     /// least the request.
-    pub fn has_enough_capacity(&self, pvc: &PersistentVolumeClaim, class: &StorageClass, labels: &Labels) -> bool {
+    pub fn has_enough_capacity(
+        &self,
+        pvc: &PersistentVolumeClaim,
+        class: &StorageClass,
+        labels: &Labels,
+    ) -> bool {
         let request = pvc
             .spec
             .as_ref()
@@ -294,7 +299,10 @@ impl VolumeState {
         let class_name = class.metadata.name.as_deref().unwrap_or("");
         self.capacities.values().any(|c| {
             c.storage_class_name == class_name
-                && c.maximum_volume_size.as_ref().or(c.capacity.as_ref()).is_some_and(|l| quantity_value(&l.0) >= size)
+                && c.maximum_volume_size
+                    .as_ref()
+                    .or(c.capacity.as_ref())
+                    .is_some_and(|l| quantity_value(&l.0) >= size)
                 && c.node_topology.as_ref().is_some_and(|t| label_selector_matches(t, labels))
         })
     }

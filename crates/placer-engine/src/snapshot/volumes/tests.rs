@@ -221,11 +221,15 @@ fn provisioning_checks_csi_storage_capacity_when_the_driver_opts_in() {
         ("zero-volume-size", vec![capacity("net", "dynamic", Some("n1"), "", "0Mi")], &no_space),
         ("nil-storage", vec![capacity("net", "dynamic", Some("n1"), "", "")], &no_space),
         // A capacity without a node topology reaches no node.
-        ("no-topology", vec![{
-            let mut c = (*capacity("net", "dynamic", None, "1Gi", "")).clone();
-            c.node_topology = None;
-            Arc::new(c)
-        }], &no_space),
+        (
+            "no-topology",
+            vec![{
+                let mut c = (*capacity("net", "dynamic", None, "1Gi", "")).clone();
+                c.node_topology = None;
+                Arc::new(c)
+            }],
+            &no_space,
+        ),
         // maximumVolumeSize wins over a smaller capacity.
         ("volume-size-over-capacity", vec![capacity("net", "dynamic", Some("n1"), "1Mi", "1Gi")], &ok),
     ];

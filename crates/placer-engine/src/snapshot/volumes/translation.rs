@@ -111,7 +111,9 @@ fn region_of(zones: &[&str]) -> Result<String, String> {
     for z in zones {
         let parts: Vec<&str> = z.split('-').collect();
         if parts.len() != 3 {
-            return Err(format!("zone in unexpected format, expected: {{locale}}-{{region}}-{{zone}}, got: {z}"));
+            return Err(format!(
+                "zone in unexpected format, expected: {{locale}}-{{region}}-{{zone}}, got: {z}"
+            ));
         }
         regions.insert(format!("{}-{}", parts[0], parts[1]));
     }
@@ -127,7 +129,9 @@ pub fn translate_pv(pv: &PersistentVolume) -> Result<(&'static str, String), Str
     let driver = csi_driver_of(plugin).unwrap_or_default();
     let s = pv.spec.as_ref().ok_or("pv has no spec")?;
     let handle = match plugin {
-        AWS_EBS => ebs_volume_id(&s.aws_elastic_block_store.as_ref().map(|e| e.volume_id.clone()).unwrap_or_default())?,
+        AWS_EBS => ebs_volume_id(
+            &s.aws_elastic_block_store.as_ref().map(|e| e.volume_id.clone()).unwrap_or_default(),
+        )?,
         GCE_PD => {
             let pd = s.gce_persistent_disk.as_ref().map(|g| g.pd_name.as_str()).unwrap_or("");
             let labels = pv.metadata.labels.as_ref();
@@ -140,7 +144,8 @@ pub fn translate_pv(pv: &PersistentVolume) -> Result<(&'static str, String), Str
             if zones.len() == 1 && !zones[0].is_empty() {
                 format!("projects/{UNSPECIFIED}/zones/{}/disks/{pd}", zones[0])
             } else if zones.len() > 1 {
-                let region = region_of(&zones).map_err(|e| format!("failed to get region from zones: {e}"))?;
+                let region =
+                    region_of(&zones).map_err(|e| format!("failed to get region from zones: {e}"))?;
                 format!("projects/{UNSPECIFIED}/regions/{region}/disks/{pd}")
             } else {
                 format!("projects/{UNSPECIFIED}/zones/{UNSPECIFIED}/disks/{pd}")
@@ -161,7 +166,9 @@ pub fn translate_inline(v: &Volume) -> Result<(&'static str, String), String> {
     let plugin = inline_plugin(v).ok_or("volume is not migratable")?;
     let driver = csi_driver_of(plugin).unwrap_or_default();
     let handle = match plugin {
-        AWS_EBS => ebs_volume_id(&v.aws_elastic_block_store.as_ref().map(|e| e.volume_id.clone()).unwrap_or_default())?,
+        AWS_EBS => ebs_volume_id(
+            &v.aws_elastic_block_store.as_ref().map(|e| e.volume_id.clone()).unwrap_or_default(),
+        )?,
         GCE_PD => format!(
             "projects/{UNSPECIFIED}/zones/{UNSPECIFIED}/disks/{}",
             v.gce_persistent_disk.as_ref().map(|g| g.pd_name.as_str()).unwrap_or("")

@@ -201,7 +201,8 @@ fn capacity(name: &str, class: &str, node: Option<&str>, cap: &str, max: &str) -
 fn provisioning_checks_csi_storage_capacity_when_the_driver_opts_in() {
     let ok: Result<(), Vec<&str>> = Ok(());
     let no_space: Result<(), Vec<&str>> = Err(vec![ERR_NOT_ENOUGH_SPACE]);
-    let scenarios: Vec<(&str, Vec<Arc<CSIStorageCapacity>>, &Result<(), Vec<&str>>)> = vec![
+    type Want<'a> = Result<(), Vec<&'a str>>;
+    let scenarios: Vec<(&str, Vec<Arc<CSIStorageCapacity>>, &Want)> = vec![
         ("network-attached", vec![capacity("net", "dynamic", None, "1Gi", "")], &ok),
         ("local-storage", vec![capacity("net", "dynamic", Some("n1"), "1Gi", "")], &ok),
         (

@@ -49,47 +49,39 @@ pub fn migration_on(csi_node: Option<&CSINode>, plugin: &str) -> bool {
     csi_node.is_some() && matches!(plugin, AWS_EBS | PORTWORX | GCE_PD | AZURE_DISK | CINDER)
 }
 
+/// The in-tree plugin of a volume source (a PV's spec or an inline volume: the same
+/// field names), in csi-translation-lib's order.
+macro_rules! in_tree_plugin {
+    ($s:expr) => {
+        if $s.gce_persistent_disk.is_some() {
+            Some(GCE_PD)
+        } else if $s.aws_elastic_block_store.is_some() {
+            Some(AWS_EBS)
+        } else if $s.cinder.is_some() {
+            Some(CINDER)
+        } else if $s.azure_disk.is_some() {
+            Some(AZURE_DISK)
+        } else if $s.azure_file.is_some() {
+            Some(AZURE_FILE)
+        } else if $s.vsphere_volume.is_some() {
+            Some(VSPHERE)
+        } else if $s.portworx_volume.is_some() {
+            Some(PORTWORX)
+        } else {
+            None
+        }
+    };
+}
+
 /// `GetInTreePluginNameFromSpec` for a PV (`None`: not migratable, `IsPVMigratable`).
 pub fn pv_plugin(pv: &PersistentVolume) -> Option<&'static str> {
     let s = pv.spec.as_ref()?;
-    if s.gce_persistent_disk.is_some() {
-        Some(GCE_PD)
-    } else if s.aws_elastic_block_store.is_some() {
-        Some(AWS_EBS)
-    } else if s.cinder.is_some() {
-        Some(CINDER)
-    } else if s.azure_disk.is_some() {
-        Some(AZURE_DISK)
-    } else if s.azure_file.is_some() {
-        Some(AZURE_FILE)
-    } else if s.vsphere_volume.is_some() {
-        Some(VSPHERE)
-    } else if s.portworx_volume.is_some() {
-        Some(PORTWORX)
-    } else {
-        None
-    }
+    in_tree_plugin!(s)
 }
 
 /// `GetInTreePluginNameFromSpec` for an inline volume (`None`: `IsInlineMigratable` false).
 pub fn inline_plugin(v: &Volume) -> Option<&'static str> {
-    if v.gce_persistent_disk.is_some() {
-        Some(GCE_PD)
-    } else if v.aws_elastic_block_store.is_some() {
-        Some(AWS_EBS)
-    } else if v.cinder.is_some() {
-        Some(CINDER)
-    } else if v.azure_disk.is_some() {
-        Some(AZURE_DISK)
-    } else if v.azure_file.is_some() {
-        Some(AZURE_FILE)
-    } else if v.vsphere_volume.is_some() {
-        Some(VSPHERE)
-    } else if v.portworx_volume.is_some() {
-        Some(PORTWORX)
-    } else {
-        None
-    }
+    in_tree_plugin!(v)
 }
 
 /// `KubernetesVolumeIDToEBSVolumeID`: `aws://<zone>/<vol-id>`, `aws:///<vol-id>` or a bare id.

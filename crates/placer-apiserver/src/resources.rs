@@ -318,6 +318,18 @@ pub const RESOURCES: &[Resource] = &[
         subresources: &[],
         conversion: Conversion::None,
     },
+    Resource {
+        kind: Kind::CSIStorageCapacity,
+        group: "storage.k8s.io",
+        version: "v1",
+        kind_name: "CSIStorageCapacity",
+        plural: "csistoragecapacities",
+        singular: "csistoragecapacity",
+        short_names: &[],
+        categories: &[],
+        subresources: &[],
+        conversion: Conversion::None,
+    },
 ];
 
 /// The verbs of every main resource.

@@ -10,7 +10,7 @@ use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
-use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, StorageClass};
+use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// The kinds Placer reads and writes. Namespaces, Events and Leases are held for the
@@ -37,10 +37,11 @@ pub enum Kind {
     StorageClass,
     CSINode,
     CSIDriver,
+    CSIStorageCapacity,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 20] = [
+    pub const ALL: [Kind; 21] = [
         Kind::Node,
         Kind::Pod,
         Kind::PodGroup,
@@ -61,6 +62,7 @@ impl Kind {
         Kind::StorageClass,
         Kind::CSINode,
         Kind::CSIDriver,
+        Kind::CSIStorageCapacity,
     ];
 
     pub fn api_version(self) -> &'static str {
@@ -71,7 +73,9 @@ impl Kind {
             | Kind::Event
             | Kind::PersistentVolumeClaim
             | Kind::PersistentVolume => "v1",
-            Kind::StorageClass | Kind::CSINode | Kind::CSIDriver => "storage.k8s.io/v1",
+            Kind::StorageClass | Kind::CSINode | Kind::CSIDriver | Kind::CSIStorageCapacity => {
+                "storage.k8s.io/v1"
+            }
             Kind::PodGroup | Kind::Workload => "scheduling.k8s.io/v1alpha2",
             Kind::Job | Kind::CronJob => "batch/v1",
             Kind::PriorityClass => "scheduling.k8s.io/v1",
@@ -105,6 +109,7 @@ impl Kind {
             Kind::StorageClass => "StorageClass",
             Kind::CSINode => "CSINode",
             Kind::CSIDriver => "CSIDriver",
+            Kind::CSIStorageCapacity => "CSIStorageCapacity",
         }
     }
 
@@ -190,6 +195,7 @@ pub enum Object {
     StorageClass(StorageClass),
     CSINode(CSINode),
     CSIDriver(CSIDriver),
+    CSIStorageCapacity(CSIStorageCapacity),
 }
 
 macro_rules! each {
@@ -221,6 +227,7 @@ macro_rules! each {
             Object::StorageClass($o) => $e,
             Object::CSINode($o) => $e,
             Object::CSIDriver($o) => $e,
+            Object::CSIStorageCapacity($o) => $e,
         }
     };
 }
@@ -248,6 +255,7 @@ impl Object {
             Object::StorageClass(_) => Kind::StorageClass,
             Object::CSINode(_) => Kind::CSINode,
             Object::CSIDriver(_) => Kind::CSIDriver,
+            Object::CSIStorageCapacity(_) => Kind::CSIStorageCapacity,
         }
     }
 
@@ -278,6 +286,7 @@ impl Object {
             Object::StorageClass(o) => &mut o.metadata,
             Object::CSINode(o) => &mut o.metadata,
             Object::CSIDriver(o) => &mut o.metadata,
+            Object::CSIStorageCapacity(o) => &mut o.metadata,
         }
     }
 
@@ -320,6 +329,7 @@ impl Object {
             Kind::StorageClass => Object::StorageClass(serde_json::from_value(value)?),
             Kind::CSINode => Object::CSINode(serde_json::from_value(value)?),
             Kind::CSIDriver => Object::CSIDriver(serde_json::from_value(value)?),
+            Kind::CSIStorageCapacity => Object::CSIStorageCapacity(serde_json::from_value(value)?),
         })
     }
 

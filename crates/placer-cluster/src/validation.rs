@@ -182,14 +182,17 @@ fn key(path: &str, key: &str) -> String {
 // selectors use them too).
 
 use placer_api::names::check_subdomain;
-pub use placer_api::names::{check_dns_label, check_dns_subdomain, check_label_key, check_label_value};
+pub use placer_api::names::{
+    check_dns_label, check_dns_subdomain, check_label_key, check_label_value, label_value_errors,
+    qualified_name_errors,
+};
 
 fn validate_labels(e: &mut Errors, path: &str, labels: Option<&BTreeMap<String, String>>) {
     for (k, v) in labels.into_iter().flatten() {
-        if let Err(m) = check_label_key(k) {
+        for m in qualified_name_errors(k) {
             e.invalid(key(path, k), k, &m);
         }
-        if let Err(m) = check_label_value(v) {
+        for m in label_value_errors(v) {
             e.invalid(key(path, k), v, &m);
         }
     }
@@ -221,7 +224,7 @@ pub fn check_quantity(name: &str, q: &Quantity) -> Result<i64, String> {
 
 fn validate_resource_list(e: &mut Errors, path: &str, list: Option<&BTreeMap<String, Quantity>>) {
     for (name, q) in list.into_iter().flatten() {
-        if let Err(m) = check_label_key(name) {
+        for m in qualified_name_errors(name) {
             e.invalid(key(path, name), name, &m);
         }
         if let Err(m) = check_quantity(name, q) {
@@ -269,6 +272,7 @@ pub fn validate(obj: &Object) -> Vec<FieldError> {
         Object::StorageClass(sc) => storage::validate_storage_class(&mut e, sc),
         Object::CSINode(n) => storage::validate_csi_node(&mut e, n),
         Object::CSIDriver(_) => {}
+        Object::CSIStorageCapacity(c) => storage::validate_csi_storage_capacity(&mut e, c),
     }
     if e.0.is_empty() {
         let size = serde_json::to_vec(&obj.to_json()).map(|v| v.len()).unwrap_or(0);
@@ -372,11 +376,13 @@ const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
 fn validate_taint(e: &mut Errors, path: &str, t: &Taint) {
     if t.key.is_empty() {
         e.required(child(path, "key"), "");
-    } else if let Err(m) = check_label_key(&t.key) {
-        e.invalid(child(path, "key"), &t.key, &m);
+    } else {
+        for m in qualified_name_errors(&t.key) {
+            e.invalid(child(path, "key"), &t.key, &m);
+        }
     }
     if let Some(v) = t.value.as_deref() {
-        if let Err(m) = check_label_value(v) {
+        for m in label_value_errors(v) {
             e.invalid(child(path, "value"), v, &m);
         }
     }
@@ -443,7 +449,7 @@ fn validate_pod_spec(e: &mut Errors, path: &str, spec: &PodSpec, is_pod: bool) {
     let mut gates = BTreeSet::new();
     for (i, g) in spec.scheduling_gates.iter().flatten().enumerate() {
         let gpath = format!("{}[{i}].name", child(path, "schedulingGates"));
-        if let Err(m) = check_label_key(&g.name) {
+        for m in qualified_name_errors(&g.name) {
             e.invalid(gpath.clone(), &g.name, &m);
         }
         if !gates.insert(g.name.clone()) {
@@ -515,7 +521,7 @@ fn validate_toleration(e: &mut Errors, path: &str, t: &Toleration) {
     let op = t.operator.as_deref().unwrap_or("Equal");
     let tkey = t.key.as_deref().unwrap_or("");
     if !tkey.is_empty() {
-        if let Err(m) = check_label_key(tkey) {
+        for m in qualified_name_errors(tkey) {
             e.invalid(child(path, "key"), tkey, &m);
         }
     }
@@ -525,7 +531,7 @@ fn validate_toleration(e: &mut Errors, path: &str, t: &Toleration) {
                 e.invalid(child(path, "operator"), op, "operator must be Exists when `key` is empty, which means \"match all values and all keys\"");
             }
             if let Some(v) = t.value.as_deref() {
-                if let Err(m) = check_label_value(v) {
+                for m in label_value_errors(v) {
                     e.invalid(child(path, "value"), v, &m);
                 }
             }
@@ -555,7 +561,7 @@ fn validate_selector(e: &mut Errors, path: &str, s: &LabelSelector) {
     validate_labels(e, &child(path, "matchLabels"), s.match_labels.as_ref());
     for (i, r) in s.match_expressions.iter().flatten().enumerate() {
         let rpath = format!("{}[{i}]", child(path, "matchExpressions"));
-        if let Err(m) = check_label_key(&r.key) {
+        for m in qualified_name_errors(&r.key) {
             e.invalid(child(&rpath, "key"), &r.key, &m);
         }
         let values = r.values.as_ref().map_or(0, Vec::len);
@@ -580,7 +586,7 @@ fn validate_node_selector_term(e: &mut Errors, path: &str, term: &NodeSelectorTe
         for (i, r) in reqs.iter().flatten().enumerate() {
             let rpath = format!("{}[{i}]", child(path, list));
             if list == "matchExpressions" {
-                if let Err(m) = check_label_key(&r.key) {
+                for m in qualified_name_errors(&r.key) {
                     e.invalid(child(&rpath, "key"), &r.key, &m);
                 }
             }
@@ -655,8 +661,10 @@ fn validate_affinity(e: &mut Errors, path: &str, a: &Affinity) {
             let tpath = format!("{}[{i}]", child(&apath, "requiredDuringSchedulingIgnoredDuringExecution"));
             if t.topology_key.is_empty() {
                 e.required(child(&tpath, "topologyKey"), "can not be empty");
-            } else if let Err(m) = check_label_key(&t.topology_key) {
-                e.invalid(child(&tpath, "topologyKey"), &t.topology_key, &m);
+            } else {
+                for m in qualified_name_errors(&t.topology_key) {
+                    e.invalid(child(&tpath, "topologyKey"), &t.topology_key, &m);
+                }
             }
             if let Some(s) = &t.label_selector {
                 validate_selector(e, &child(&tpath, "labelSelector"), s);
@@ -684,8 +692,10 @@ fn validate_spread(e: &mut Errors, path: &str, c: &TopologySpreadConstraint) {
     }
     if c.topology_key.is_empty() {
         e.required(child(path, "topologyKey"), "can not be empty");
-    } else if let Err(m) = check_label_key(&c.topology_key) {
-        e.invalid(child(path, "topologyKey"), &c.topology_key, &m);
+    } else {
+        for m in qualified_name_errors(&c.topology_key) {
+            e.invalid(child(path, "topologyKey"), &c.topology_key, &m);
+        }
     }
     const WHEN: [&str; 2] = ["DoNotSchedule", "ScheduleAnyway"];
     if !WHEN.contains(&c.when_unsatisfiable.as_str()) {
@@ -735,8 +745,10 @@ fn validate_constraints(e: &mut Errors, path: &str, c: Option<&PodGroupSchedulin
         let tpath = format!("{}[{i}].key", child(path, "topology"));
         if t.key.is_empty() {
             e.required(tpath, "");
-        } else if let Err(m) = check_label_key(&t.key) {
-            e.invalid(tpath, &t.key, &m);
+        } else {
+            for m in qualified_name_errors(&t.key) {
+                e.invalid(&tpath, &t.key, &m);
+            }
         }
     }
 }
@@ -1518,7 +1530,8 @@ mod tests {
             "labels": {"bad key!": "v", "ok": "y".repeat(64), "p/": "v"}}}),
         );
         let got = errors(&o);
-        assert_eq!(got.len(), 3, "{got:?}");
+        // Go's IsQualifiedName gives an empty name part two messages.
+        assert_eq!(got.len(), 4, "{got:?}");
         assert!(
             got[0].starts_with(
                 "metadata.labels[bad key!]: Invalid value: \"bad key!\": name part must consist"
@@ -1527,7 +1540,23 @@ mod tests {
             got[0]
         );
         assert!(got[1].ends_with("must be no more than 63 characters"), "{}", got[1]);
-        assert!(got[2].contains("name part must consist"), "{}", got[2]);
+        assert!(got[2].ends_with("name part must be non-empty"), "{}", got[2]);
+        assert!(got[3].contains("name part must consist"), "{}", got[3]);
+    }
+
+    /// Node affinity terms, selectors and topology keys report invalid label keys and
+    /// values in the words of apimachinery's IsQualifiedName / IsValidLabelValue.
+    #[test]
+    fn label_keys_and_values_are_worded_as_apimachinery() {
+        let p = pod(json!({"containers": [{"name": "c", "image": "x"}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "bad key!", "operator": "In", "values": ["ok"]}]}]}},
+                "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"topologyKey": "Example.com/zone", "labelSelector": {"matchLabels": {"app": "has space"}}}]}}}));
+        let got = errors(&p).join("\n");
+        assert!(got.contains("Invalid value: \"bad key!\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"), "{got}");
+        assert!(got.contains("Invalid value: \"has space\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"), "{got}");
+        assert!(got.contains("Invalid value: \"Example.com/zone\": prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"), "{got}");
     }
 
     #[test]

@@ -703,6 +703,10 @@ pub fn cluster_event(event: WatchEvent) -> Option<ClusterEvent> {
         Object::CSINode(n) => ClusterEvent::Storage(StorageEvent::CsiNodeUpserted(Arc::new(n))),
         Object::CSIDriver(_) if deleted => ClusterEvent::Storage(StorageEvent::CsiDriverDeleted(r.name)),
         Object::CSIDriver(d) => ClusterEvent::Storage(StorageEvent::CsiDriverUpserted(Arc::new(d))),
+        Object::CSIStorageCapacity(_) if deleted => {
+            ClusterEvent::Storage(StorageEvent::CapacityDeleted(PodKey::new(r.namespace, r.name)))
+        }
+        Object::CSIStorageCapacity(c) => ClusterEvent::Storage(StorageEvent::CapacityUpserted(Arc::new(c))),
     })
 }
 

@@ -136,7 +136,9 @@ pub enum PodVolume {
     /// A PersistentVolumeClaim: `persistentVolumeClaim.claimName`, or for a generic
     /// ephemeral volume `<pod>-<volume>` (the claim must then be owned by the pod).
     Claim { claim: String, ephemeral: bool },
-    /// An inline GCE PD, AWS EBS, RBD or iSCSI volume (VolumeRestrictions' disk conflicts).
+    /// An inline GCE PD, AWS EBS, RBD or iSCSI volume (VolumeRestrictions' disk conflicts),
+    /// or Azure Disk, Cinder or Portworx volume (NodeVolumeLimits counts those a CSI driver
+    /// migrated).
     Inline(Box<Volume>),
 }
 
@@ -158,6 +160,9 @@ impl PodVolume {
                     || v.aws_elastic_block_store.is_some()
                     || v.rbd.is_some()
                     || v.iscsi.is_some()
+                    || v.azure_disk.is_some()
+                    || v.cinder.is_some()
+                    || v.portworx_volume.is_some()
                 {
                     Some(PodVolume::Inline(Box::new(v.clone())))
                 } else {

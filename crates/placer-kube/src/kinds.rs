@@ -11,7 +11,7 @@ use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
-use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, StorageClass};
+use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use placer_cluster::{Kind, Object, StoreError};
 use serde::de::DeserializeOwned;
 
@@ -54,6 +54,7 @@ kind_type!(PersistentVolume, PersistentVolume);
 kind_type!(StorageClass, StorageClass);
 kind_type!(CSINode, CSINode);
 kind_type!(CSIDriver, CSIDriver);
+kind_type!(CSIStorageCapacity, CSIStorageCapacity);
 
 /// Group, version and plural of a kind.
 pub(crate) fn api_resource(kind: Kind) -> ApiResource {
@@ -78,6 +79,7 @@ pub(crate) fn api_resource(kind: Kind) -> ApiResource {
         Kind::StorageClass => ApiResource::erase::<StorageClass>(&()),
         Kind::CSINode => ApiResource::erase::<CSINode>(&()),
         Kind::CSIDriver => ApiResource::erase::<CSIDriver>(&()),
+        Kind::CSIStorageCapacity => ApiResource::erase::<CSIStorageCapacity>(&()),
     }
 }
 

@@ -84,6 +84,7 @@ pub const WATCHED_KINDS: &[Kind] = &[
     Kind::StorageClass,
     Kind::CSINode,
     Kind::CSIDriver,
+    Kind::CSIStorageCapacity,
 ];
 
 /// The kinds the scheduler reads (its base role allows exactly their list and watch):
@@ -106,6 +107,7 @@ pub const SCHEDULER_KINDS: &[Kind] = &[
     Kind::StorageClass,
     Kind::CSINode,
     Kind::CSIDriver,
+    Kind::CSIStorageCapacity,
 ];
 
 /// The kinds `placer serve` watches: the scheduler's, plus Jobs and Workloads when the Job
@@ -349,7 +351,7 @@ impl KubeStore {
                             .spawn(reflect::<core::PersistentVolume>(client, shared, metrics, server)),
                     }
                 }
-                Kind::StorageClass | Kind::CSINode | Kind::CSIDriver => {
+                Kind::StorageClass | Kind::CSINode | Kind::CSIDriver | Kind::CSIStorageCapacity => {
                     use placer_api::k8s::api::storage::v1 as storage;
                     match kind {
                         Kind::StorageClass => self
@@ -358,9 +360,12 @@ impl KubeStore {
                         Kind::CSINode => {
                             self.handle.spawn(reflect::<storage::CSINode>(client, shared, metrics, server))
                         }
-                        _ => {
+                        Kind::CSIDriver => {
                             self.handle.spawn(reflect::<storage::CSIDriver>(client, shared, metrics, server))
                         }
+                        _ => self
+                            .handle
+                            .spawn(reflect::<storage::CSIStorageCapacity>(client, shared, metrics, server)),
                     }
                 }
             };

@@ -49,6 +49,7 @@ fn the_base_role_schedules_and_the_job_integration_has_its_own_optional_role() {
             ("storage.k8s.io", "storageclasses", &["list", "watch"]),
             ("storage.k8s.io", "csinodes", &["list", "watch"]),
             ("storage.k8s.io", "csidrivers", &["list", "watch"]),
+            ("storage.k8s.io", "csistoragecapacities", &["list", "watch"]),
             ("events.k8s.io", "events", &["create", "patch"]),
         ])
     );

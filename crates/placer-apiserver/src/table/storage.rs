@@ -1,5 +1,6 @@
 //! kubectl's columns for the storage kinds (`pkg/printers/internalversion`):
-//! PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver.
+//! PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver,
+//! CSIStorageCapacity.
 
 use placer_cluster::{Kind, Object};
 use serde_json::{json, Value};
@@ -64,6 +65,12 @@ pub(super) fn columns(kind: Kind, name: Value, age: Value) -> Vec<Value> {
         Kind::CSINode => {
             vec![name, col("Drivers", "integer", 0, "The number of CSI drivers on the node."), age]
         }
+        // kubectl's columns for CSIStorageCapacity have no age.
+        Kind::CSIStorageCapacity => vec![
+            name,
+            col("StorageClassName", "string", 0, "The StorageClass the capacity applies to."),
+            col("Capacity", "string", 0, "The capacity available for new volumes."),
+        ],
         _ => vec![
             name,
             col("AttachRequired", "boolean", 0, "Whether the driver needs an attach operation."),
@@ -166,6 +173,11 @@ pub(super) fn cells(obj: &Object, name: Value, age: Value) -> Vec<Value> {
                 age,
             ]
         }
+        Object::CSIStorageCapacity(c) => vec![
+            name,
+            json!(c.storage_class_name),
+            json!(c.capacity.as_ref().map_or_else(|| "<unset>".to_string(), |q| q.0.clone())),
+        ],
         _ => vec![name, age],
     }
 }

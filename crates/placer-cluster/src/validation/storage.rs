@@ -4,7 +4,7 @@
 //! and the PV controller read.
 
 use placer_api::k8s::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Volume};
-use placer_api::k8s::api::storage::v1::{CSINode, StorageClass};
+use placer_api::k8s::api::storage::v1::{CSINode, CSIStorageCapacity, StorageClass};
 
 use super::{
     check_dns_label, immutable, json, parse_quantity, validate_node_selector_term, validate_selector, Errors,
@@ -210,10 +210,35 @@ pub(super) fn validate_csi_node(e: &mut Errors, n: &CSINode) {
     }
 }
 
+/// A CSIStorageCapacity on create (`ValidateCSIStorageCapacity`): the class name a DNS
+/// subdomain, the node topology a valid selector, the sizes non-negative.
+pub(super) fn validate_csi_storage_capacity(e: &mut Errors, c: &CSIStorageCapacity) {
+    if c.storage_class_name.is_empty() {
+        e.required("storageClassName", "");
+    } else if let Err(m) = super::check_dns_subdomain(&c.storage_class_name) {
+        e.invalid("storageClassName", &c.storage_class_name, &m);
+    }
+    if let Some(t) = &c.node_topology {
+        validate_selector(e, "nodeTopology", t);
+    }
+    for (path, q) in [("capacity", &c.capacity), ("maximumVolumeSize", &c.maximum_volume_size)] {
+        if let Some(q) = q {
+            match parse_quantity("storage", q) {
+                Ok(v) => e.non_negative(path, Some(v)),
+                Err(m) => e.invalid(path, &q.0, &m),
+            }
+        }
+    }
+}
+
 /// What the API server keeps immutable on update.
 pub(super) fn storage_update(e: &mut Errors, old: &super::Object, new: &super::Object) {
     use super::Object;
     match (old, new) {
+        (Object::CSIStorageCapacity(o), Object::CSIStorageCapacity(n)) => {
+            immutable(e, "nodeTopology", json(&o.node_topology), json(&n.node_topology));
+            immutable(e, "storageClassName", json(&o.storage_class_name), json(&n.storage_class_name));
+        }
         (Object::StorageClass(o), Object::StorageClass(n)) => {
             immutable(e, "parameters", json(&o.parameters), json(&n.parameters));
             immutable(e, "provisioner", json(&o.provisioner), json(&n.provisioner));

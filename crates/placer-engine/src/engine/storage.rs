@@ -1,11 +1,12 @@
-//! Storage objects in ([`StorageEvent`]): claims, volumes, classes, CSI nodes and drivers
+//! Storage objects in ([`StorageEvent`]): claims, volumes, classes, CSI nodes, drivers and
+//! storage capacities
 //! update the snapshot's volume state, and unschedulable pods are moved on (a claim may
 //! have been bound, a volume created, a class added).
 
 use std::sync::Arc;
 
 use placer_api::k8s::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, StorageClass};
+use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 
 use super::Engine;
 use crate::model::ObjectKey;
@@ -23,6 +24,8 @@ pub enum StorageEvent {
     CsiNodeDeleted(String),
     CsiDriverUpserted(Arc<CSIDriver>),
     CsiDriverDeleted(String),
+    CapacityUpserted(Arc<CSIStorageCapacity>),
+    CapacityDeleted(ObjectKey),
 }
 
 impl Engine {
@@ -39,6 +42,8 @@ impl Engine {
             StorageEvent::CsiNodeDeleted(n) => v.remove_csi_node(&n),
             StorageEvent::CsiDriverUpserted(d) => v.upsert_csi_driver(d),
             StorageEvent::CsiDriverDeleted(n) => v.remove_csi_driver(&n),
+            StorageEvent::CapacityUpserted(c) => v.upsert_capacity(c),
+            StorageEvent::CapacityDeleted(k) => v.remove_capacity(&k),
         }
         self.queue.move_all_unschedulable(now_ms, |_| true);
     }

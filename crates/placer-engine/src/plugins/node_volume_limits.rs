@@ -1,15 +1,23 @@
-//! `NodeVolumeLimits` (kube-scheduler's CSI volume limits plugin): the CSI volumes of the
-//! pod plus those already attached by the node's pods may not exceed, per driver, the
-//! node's CSINode `allocatable.count` (`node(s) exceed max volume count`, Unschedulable).
-//! A volume is counted once per driver and handle (a claim's PV `csi.driver` /
-//! `volumeHandle`, or for an unbound claim its class's provisioner and the claim); a node
-//! without a CSINode or without a count for the driver has no limit. A claim of the pod
-//! that does not exist is an error here (VolumeRestrictions' PreFilter reports it first).
+//! `NodeVolumeLimits` (kube-scheduler's CSI volume limits plugin, `nodevolumelimits/csi.go`):
+//! the CSI volumes of the pod plus those already attached by the node's pods may not
+//! exceed, per driver, the node's CSINode `allocatable.count` (`node(s) exceed max volume
+//! count`, Unschedulable). A volume is counted once per driver and handle: a claim's PV
+//! `csi.driver` / `volumeHandle`, or for an unbound claim its class's provisioner and the
+//! claim. In-tree volumes of plugins migrated to CSI (AWS EBS, GCE PD, Azure Disk, Cinder,
+//! Portworx: inline, as PVs, or as an in-tree provisioner) count against the CSI driver
+//! they translate to, with the translated handle, on a node that has a CSINode (see
+//! [`crate::framework::volumes::translation`]). A node without a CSINode or without a
+//! count for the driver has no limit. A claim of the pod that does not exist is
+//! UnschedulableAndUnresolvable here.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use placer_api::k8s::api::storage::v1::CSINode;
+
+use crate::framework::volumes::translation;
 use crate::framework::{
-    CycleState, Dependence, FilterPlugin, FilterResult, NodeState, PodInfo, PreResult, Rejection, Snapshot,
+    CycleState, Dependence, FilterPlugin, FilterResult, NodeState, PodInfo, PodVolume, PreResult, Rejection,
+    Snapshot,
 };
 
 /// Plugin name.
@@ -21,33 +29,60 @@ pub const ERR_MAX_VOLUME_COUNT: &str = "node(s) exceed max volume count";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NodeVolumeLimits;
 
-fn has_claims(pod: &PodInfo) -> bool {
-    pod.view.volumes.iter().any(|v| v.claim().is_some())
+/// Upstream's PreFilter test: a claim, or an inline volume of a migratable plugin.
+fn has_countable(pod: &PodInfo) -> bool {
+    pod.view.volumes.iter().any(|v| match v {
+        PodVolume::Claim { .. } => true,
+        PodVolume::Inline(v) => translation::inline_plugin(v).is_some(),
+    })
 }
 
-/// The CSI volumes of `pod` as (driver, handle). `new_pod`: a missing claim is an error
-/// (for pods already placed it is skipped).
+/// Why a pod's volumes cannot be counted.
+enum CountError {
+    /// A claim of the new pod does not exist.
+    NotFound(String),
+    Other(String),
+}
+
+/// `filterAttachableVolumes`: the CSI volumes of `pod` as (driver, handle). `new_pod`: a
+/// missing claim is an error (for pods already placed it is skipped).
 fn csi_volumes(
     snap: &Snapshot,
+    csi_node: Option<&CSINode>,
     pod: &PodInfo,
     new_pod: bool,
     out: &mut BTreeSet<(String, String)>,
-) -> Result<(), String> {
+) -> Result<(), CountError> {
     let v = snap.volumes();
     let ns = &*pod.key.namespace;
-    for claim in pod.view.volumes.iter().filter_map(|v| v.claim()) {
+    for vol in pod.view.volumes.iter() {
+        let claim = match vol {
+            PodVolume::Claim { claim, .. } => claim,
+            PodVolume::Inline(inline) => {
+                // checkAttachableInlineVolume
+                let Some(plugin) = translation::inline_plugin(inline) else { continue };
+                if !translation::migration_on(csi_node, plugin) {
+                    continue;
+                }
+                let (driver, handle) = translation::translate_inline(inline).map_err(|e| {
+                    CountError::Other(format!("converting volume({}) from inline to csi: {e}", inline.name))
+                })?;
+                out.insert((driver.to_string(), handle));
+                continue;
+            }
+        };
         if claim.is_empty() {
-            return Err("PersistentVolumeClaim had no name".to_string());
+            return Err(CountError::Other("PersistentVolumeClaim had no name".to_string()));
         }
         let Some(pvc) = v.pvc(ns, claim) else {
             if new_pod {
-                return Err(format!(
+                return Err(CountError::NotFound(format!(
                     "looking up PVC {ns}/{claim}: persistentvolumeclaim {claim:?} not found"
-                ));
+                )));
             }
             continue;
         };
-        if let Some((driver, handle)) = v.csi_driver_info(pvc) {
+        if let Some((driver, handle)) = v.csi_driver_info(csi_node, pvc) {
             if !driver.is_empty() && !handle.is_empty() {
                 out.insert((driver, handle));
             }
@@ -62,7 +97,7 @@ impl FilterPlugin for NodeVolumeLimits {
     }
 
     fn dependence(&self, pod: &PodInfo) -> Dependence {
-        if has_claims(pod) {
+        if has_countable(pod) {
             Dependence::SameNodePods
         } else {
             Dependence::NodeLocal
@@ -74,16 +109,20 @@ impl FilterPlugin for NodeVolumeLimits {
         state: &mut CycleState<'a>,
         _snap: &'a Snapshot,
     ) -> Result<PreResult, Rejection> {
-        Ok(if has_claims(state.pod) { PreResult::Run } else { PreResult::Skip })
+        Ok(if has_countable(state.pod) { PreResult::Run } else { PreResult::Skip })
     }
 
     fn filter(&self, state: &CycleState<'_>, snap: &Snapshot, node: &NodeState) -> FilterResult {
+        let csi_node = snap.volumes().csi_node(node.name()).map(|n| &**n);
         let mut new = BTreeSet::new();
-        csi_volumes(snap, state.pod, true, &mut new).map_err(|e| Rejection::error(NAME, e))?;
+        csi_volumes(snap, csi_node, state.pod, true, &mut new).map_err(|e| match e {
+            CountError::NotFound(m) => Rejection::unresolvable(NAME, m),
+            CountError::Other(m) => Rejection::error(NAME, m),
+        })?;
         if new.is_empty() {
             return Ok(());
         }
-        let Some(csi_node) = snap.volumes().csi_node(node.name()) else { return Ok(()) };
+        let Some(csi_node) = csi_node else { return Ok(()) };
         let limits: BTreeMap<&str, i64> = csi_node
             .spec
             .drivers
@@ -95,7 +134,11 @@ impl FilterPlugin for NodeVolumeLimits {
         }
         let mut attached = BTreeSet::new();
         for p in &node.pods {
-            let _ = csi_volumes(snap, p, false, &mut attached);
+            if let Err(CountError::Other(m) | CountError::NotFound(m)) =
+                csi_volumes(snap, Some(csi_node), p, false, &mut attached)
+            {
+                return Err(Rejection::error(NAME, m));
+            }
         }
         let mut attached_count: BTreeMap<&str, i64> = BTreeMap::new();
         for (driver, _) in &attached {

@@ -7,15 +7,18 @@
 //!   PersistentVolumeClaims`); all `UnschedulableAndUnresolvable`.
 //! * Filter: bound claims' PVs must exist and their node affinity match; unbound
 //!   `WaitForFirstConsumer` claims must each get a matching Available PV or be
-//!   provisionable on the node (see [`crate::framework::VolumeState`]).
+//!   provisionable on the node (see [`crate::framework::VolumeState`]); a provisioning by
+//!   a CSI driver with `storageCapacity: true` needs a CSIStorageCapacity of the class
+//!   reaching the node with room (`node(s) did not have enough free storage`). Every
+//!   reason is `UnschedulableAndUnresolvable`, as upstream's Filter returns them.
 //! * Reserve chooses the node's bindings again with the group's earlier members assumed
 //!   (the snapshot holds assumed PVs until the rollback); PreBind hands the writes (PV
 //!   `claimRef`, claim `volume.kubernetes.io/selected-node`) to the commit step, which
 //!   emits them before the binding. The PV controller (the embedded one in the simulator)
 //!   completes the binding or provisions the volume.
 //!
-//! Not modelled: CSIStorageCapacity (capacity checks and the capacity score, alpha
-//! upstream), in-tree to CSI translation of PVs.
+//! Not modelled: the capacity score (`StorageCapacityScoring`, alpha upstream), in-tree to
+//! CSI translation of bound PVs' node affinity.
 
 use crate::framework::helper::labels_or_empty;
 use crate::framework::{

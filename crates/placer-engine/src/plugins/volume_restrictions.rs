@@ -33,10 +33,19 @@ struct PreState {
     disks: bool,
 }
 
+/// The pod's inline volumes of the kinds upstream checks for disk conflicts (GCE PD, AWS
+/// EBS, iSCSI, RBD; other inline kinds are there for NodeVolumeLimits).
 fn inline(pod: &PodInfo) -> impl Iterator<Item = &Volume> {
     pod.view.volumes.iter().filter_map(|v| match v {
-        PodVolume::Inline(v) => Some(&**v),
-        PodVolume::Claim { .. } => None,
+        PodVolume::Inline(v)
+            if v.gce_persistent_disk.is_some()
+                || v.aws_elastic_block_store.is_some()
+                || v.iscsi.is_some()
+                || v.rbd.is_some() =>
+        {
+            Some(&**v)
+        }
+        _ => None,
     })
 }
 

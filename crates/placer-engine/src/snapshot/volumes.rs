@@ -7,7 +7,9 @@
 //! the node; each unbound `WaitForFirstConsumer` claim (smallest request first) takes the
 //! smallest matching Available PV (class, size, volume mode, selector, access modes, node
 //! affinity; a PV pre-bound to the claim wins) or is provisioned when its class has a
-//! provisioner and the node satisfies `allowedTopologies`; a claim whose
+//! provisioner and the node satisfies `allowedTopologies` (and, for a CSI driver with
+//! `storageCapacity: true`, a CSIStorageCapacity of the claim's class reachable from the
+//! node has room: upstream's `hasEnoughCapacity`); a claim whose
 //! `volume.kubernetes.io/selected-node` names another node rules the node out.
 //!
 //! Assumed state lives here so that a pod assumed during a placement search holds its PVs
@@ -20,7 +22,7 @@ use std::sync::Arc;
 use placer_api::k8s::api::core::v1::{
     NodeSelector, PersistentVolume, PersistentVolumeClaim, TopologySelectorTerm,
 };
-use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, StorageClass};
+use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use placer_api::quantity::parse_units;
 
 use crate::framework::helper::{label_selector_matches, node_selector_terms_match, Labels};
@@ -40,6 +42,7 @@ pub const ERR_BIND_CONFLICT: &str = "node(s) didn't find available persistent vo
 pub const ERR_NODE_CONFLICT: &str = "node(s) had volume node affinity conflict";
 pub const ERR_PV_NOT_EXIST: &str =
     "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)";
+pub const ERR_NOT_ENOUGH_SPACE: &str = "node(s) did not have enough free storage";
 
 /// The claim a PV is assumed (or recorded) bound to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +100,7 @@ pub struct VolumeState {
     classes: BTreeMap<String, Arc<StorageClass>>,
     csi_nodes: BTreeMap<String, Arc<CSINode>>,
     csi_drivers: BTreeMap<String, Arc<CSIDriver>>,
+    capacities: BTreeMap<ObjectKey, Arc<CSIStorageCapacity>>,
     /// PV name -> claim it is assumed bound to (not yet in the store).
     assumed_pv: BTreeMap<String, AssumedRef>,
     /// Claim -> node selected for provisioning (not yet in the store).
@@ -132,6 +136,11 @@ pub fn pv_class(pv: &PersistentVolume) -> &str {
 /// `spec.volumeName` of a claim (`""` when unset).
 pub fn volume_name(pvc: &PersistentVolumeClaim) -> &str {
     pvc.spec.as_ref().and_then(|s| s.volume_name.as_deref()).unwrap_or("")
+}
+
+/// Go's `Quantity.Value()`: the quantity in whole units, rounded up (0 when unreadable).
+fn quantity_value(q: &str) -> i64 {
+    parse_units(q).unwrap_or(0)
 }
 
 /// The claim's storage request in bytes (0 when unset or unreadable).
@@ -254,6 +263,48 @@ impl VolumeState {
     }
     pub fn remove_csi_driver(&mut self, name: &str) {
         self.csi_drivers.remove(name);
+    }
+    pub fn upsert_capacity(&mut self, capacity: Arc<CSIStorageCapacity>) {
+        if let Some(key) = key_of(&capacity.metadata) {
+            self.capacities.insert(key, capacity);
+        }
+    }
+    pub fn remove_capacity(&mut self, key: &ObjectKey) {
+        self.capacities.remove(key);
+    }
+
+    /// Upstream's `hasEnoughCapacity`: a claim without a storage request, or whose
+    /// provisioner is no CSIDriver with `storageCapacity: true`, always fits; otherwise
+    /// some CSIStorageCapacity of the class must reach the node (`nodeTopology` matches its
+    /// labels; no topology reaches no node) with `maximumVolumeSize` (else `capacity`) at
+    /// least the request.
+    pub fn has_enough_capacity(
+        &self,
+        pvc: &PersistentVolumeClaim,
+        class: &StorageClass,
+        labels: &Labels,
+    ) -> bool {
+        let request = pvc
+            .spec
+            .as_ref()
+            .and_then(|s| s.resources.as_ref())
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("storage"));
+        let Some(request) = request else { return true };
+        let Some(driver) = self.csi_drivers.get(&class.provisioner) else { return true };
+        if driver.spec.storage_capacity != Some(true) {
+            return true;
+        }
+        let size = quantity_value(&request.0);
+        let class_name = class.metadata.name.as_deref().unwrap_or("");
+        self.capacities.values().any(|c| {
+            c.storage_class_name == class_name
+                && c.maximum_volume_size
+                    .as_ref()
+                    .or(c.capacity.as_ref())
+                    .is_some_and(|l| quantity_value(&l.0) >= size)
+                && c.node_topology.as_ref().is_some_and(|t| label_selector_matches(t, labels))
+        })
     }
 
     pub fn pvc(&self, namespace: &str, name: &str) -> Option<&Arc<PersistentVolumeClaim>> {
@@ -456,29 +507,31 @@ impl VolumeState {
         if !bound_ok {
             reasons.push(ERR_NODE_CONFLICT);
         }
-        if unbound.is_none() {
-            reasons.push(ERR_BIND_CONFLICT);
+        if let Err(reason) = unbound {
+            // ERR_BIND_CONFLICT or ERR_NOT_ENOUGH_SPACE, in upstream's order.
+            reasons.push(reason);
         }
         if !pv_found {
             reasons.push(ERR_PV_NOT_EXIST);
         }
         match unbound {
-            Some(volumes) if reasons.is_empty() => Ok(Ok(volumes)),
+            Ok(volumes) if reasons.is_empty() => Ok(Ok(volumes)),
             _ => Ok(Err(reasons)),
         }
     }
 
-    /// The unbound (`WaitForFirstConsumer`) claims of `claims` on a node: `None` when they
-    /// cannot all be bound or provisioned there.
+    /// The unbound (`WaitForFirstConsumer`) claims of `claims` on a node: the reason
+    /// ([`ERR_BIND_CONFLICT`], or [`ERR_NOT_ENOUGH_SPACE`] when a provisioning lacks
+    /// capacity) when they cannot all be bound or provisioned there.
     fn find_unbound(
         &self,
         claims: &PodClaims,
         node_name: &str,
         labels: &Labels,
-    ) -> Result<Option<PodVolumes>, String> {
+    ) -> Result<Result<PodVolumes, &'static str>, String> {
         let mut out = PodVolumes::default();
         if claims.delayed.is_empty() {
-            return Ok(Some(out));
+            return Ok(Ok(out));
         }
         let mut to_match = Vec::new();
         let mut to_provision = Vec::new();
@@ -486,7 +539,7 @@ impl VolumeState {
             let Some(key) = key_of(&pvc.metadata) else { continue };
             match self.selected_node(&key, pvc) {
                 // Selected for another node: this one cannot have it.
-                Some(n) if n != node_name => return Ok(None),
+                Some(n) if n != node_name => return Ok(Err(ERR_BIND_CONFLICT)),
                 Some(_) => to_provision.push((key, pvc.clone())),
                 None => to_match.push((key, pvc.clone())),
             }
@@ -516,14 +569,17 @@ impl VolumeState {
                 return Err(format!("failed to find storage class {class_name:?}"));
             };
             if class.provisioner.is_empty() || class.provisioner == NO_PROVISIONER {
-                return Ok(None);
+                return Ok(Err(ERR_BIND_CONFLICT));
             }
             if !topology_terms_match(class.allowed_topologies.as_deref(), labels) {
-                return Ok(None);
+                return Ok(Err(ERR_BIND_CONFLICT));
+            }
+            if !self.has_enough_capacity(&pvc, class, labels) {
+                return Ok(Err(ERR_NOT_ENOUGH_SPACE));
             }
             out.provisions.push(key);
         }
-        Ok(Some(out))
+        Ok(Ok(out))
     }
 
     /// Assumes `volumes` for a pod on `node`; returns the undo entries.
@@ -599,26 +655,47 @@ impl VolumeState {
             .any(|p| p.view.volumes.iter().any(|v| v.claim() == Some(name)))
     }
 
-    /// NodeVolumeLimits' `getCSIDriverInfo`: the CSI driver and volume handle of a claim
-    /// (from its PV, or for an unbound claim its class's provisioner and the claim's key).
-    pub fn csi_driver_info(&self, pvc: &PersistentVolumeClaim) -> Option<(String, String)> {
+    /// NodeVolumeLimits' `getCSIDriverInfo`: the CSI driver and volume handle of a claim,
+    /// from its PV (an in-tree PV of a migrated plugin translated to its CSI driver when
+    /// the node has a CSINode), or for an unbound claim (or a missing PV) from its class's
+    /// provisioner (translated likewise) with the claim as handle. `None`: not counted.
+    pub fn csi_driver_info(
+        &self,
+        csi_node: Option<&CSINode>,
+        pvc: &PersistentVolumeClaim,
+    ) -> Option<(String, String)> {
+        let pv = self.pvs.get(volume_name(pvc)).filter(|_| !volume_name(pvc).is_empty());
+        let Some(pv) = pv else { return self.csi_driver_info_from_class(csi_node, pvc) };
+        if let Some(csi) = pv.spec.as_ref().and_then(|s| s.csi.as_ref()) {
+            return Some((csi.driver.clone(), csi.volume_handle.clone()));
+        }
+        let plugin = translation::pv_plugin(pv)?;
+        if !translation::migration_on(csi_node, plugin) {
+            return None;
+        }
+        translation::translate_pv(pv).ok().map(|(d, h)| (d.to_string(), h))
+    }
+
+    /// `getCSIDriverInfoFromSC`: the class's provisioner (an in-tree one translated when
+    /// its migration is on for the node, else not counted) and a handle unique to the claim.
+    fn csi_driver_info_from_class(
+        &self,
+        csi_node: Option<&CSINode>,
+        pvc: &PersistentVolumeClaim,
+    ) -> Option<(String, String)> {
+        let class = self.classes.get(claim_class(pvc))?;
         let ns = pvc.metadata.namespace.as_deref().unwrap_or("default");
-        let from_class = || {
-            let class = self.classes.get(claim_class(pvc))?;
-            let name = pvc.metadata.name.as_deref().unwrap_or("");
-            Some((class.provisioner.clone(), format!("{ns}-{name}")))
-        };
-        let pv_name = volume_name(pvc);
-        if pv_name.is_empty() {
-            return from_class();
-        }
-        match self.pvs.get(pv_name) {
-            None => from_class(),
-            Some(pv) => {
-                let csi = pv.spec.as_ref().and_then(|s| s.csi.as_ref())?;
-                Some((csi.driver.clone(), csi.volume_handle.clone()))
+        let name = pvc.metadata.name.as_deref().unwrap_or("");
+        // Upstream prefixes a random string so that no real handle is equal to it.
+        let handle = format!("\u{0}claim-{ns}/{name}");
+        let provisioner = class.provisioner.as_str();
+        if translation::is_migratable_plugin(provisioner) {
+            if !translation::migration_on(csi_node, provisioner) {
+                return None;
             }
+            return translation::csi_driver_of(provisioner).map(|d| (d.to_string(), handle));
         }
+        Some((provisioner.to_string(), handle))
     }
 }
 
@@ -630,6 +707,8 @@ pub enum ClaimsError {
     /// An internal error (a class without binding mode).
     Error(String),
 }
+
+pub mod translation;
 
 #[cfg(test)]
 mod tests;

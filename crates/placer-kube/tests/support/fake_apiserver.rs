@@ -71,6 +71,7 @@ fn collection_of(kind: &str) -> (&'static str, &'static str) {
         "StorageClass" => ("/apis/storage.k8s.io/v1", "storageclasses"),
         "CSINode" => ("/apis/storage.k8s.io/v1", "csinodes"),
         "CSIDriver" => ("/apis/storage.k8s.io/v1", "csidrivers"),
+        "CSIStorageCapacity" => ("/apis/storage.k8s.io/v1", "csistoragecapacities"),
         other => panic!("fake API: no collection for kind {other}"),
     }
 }

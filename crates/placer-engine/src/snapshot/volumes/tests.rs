@@ -166,3 +166,100 @@ fn provisioning_follows_allowed_topologies_and_the_selected_node() {
     let f = s.pod_claims(&pod(&["f"])).unwrap().unwrap();
     assert_eq!(f.immediate.len(), 1, "a missing class is not delayed binding");
 }
+
+fn driver(name: &str, storage_capacity: bool) -> Arc<CSIDriver> {
+    Arc::new(
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name}, "spec": {"storageCapacity": storage_capacity},
+        }))
+        .unwrap(),
+    )
+}
+
+/// upstream's `makeCapacity`: an empty node topology (every node) unless `node` is given.
+fn capacity(name: &str, class: &str, node: Option<&str>, cap: &str, max: &str) -> Arc<CSIStorageCapacity> {
+    let mut v = serde_json::json!({
+        "metadata": {"name": name, "namespace": "kube-system"},
+        "storageClassName": class,
+        "nodeTopology": {},
+    });
+    if let Some(n) = node {
+        v["nodeTopology"] = serde_json::json!({"matchLabels": {"kubernetes.io/hostname": n}});
+    }
+    if !cap.is_empty() {
+        v["capacity"] = serde_json::json!(cap);
+    }
+    if !max.is_empty() {
+        v["maximumVolumeSize"] = serde_json::json!(max);
+    }
+    Arc::new(serde_json::from_value(v).unwrap())
+}
+
+/// upstream's binder_test.go `TestCapacity`: each scenario with the CSIDriver opted in
+/// (`storageCapacity: true`) and out (every scenario provisions then).
+#[test]
+fn provisioning_checks_csi_storage_capacity_when_the_driver_opts_in() {
+    let ok: Result<(), Vec<&str>> = Ok(());
+    let no_space: Result<(), Vec<&str>> = Err(vec![ERR_NOT_ENOUGH_SPACE]);
+    type Want<'a> = Result<(), Vec<&'a str>>;
+    let scenarios: Vec<(&str, Vec<Arc<CSIStorageCapacity>>, &Want)> = vec![
+        ("network-attached", vec![capacity("net", "dynamic", None, "1Gi", "")], &ok),
+        ("local-storage", vec![capacity("net", "dynamic", Some("n1"), "1Gi", "")], &ok),
+        (
+            "multiple",
+            vec![
+                capacity("a", "dynamic", Some("n2"), "1Gi", ""),
+                capacity("b", "dynamic", Some("n1"), "1Gi", ""),
+            ],
+            &ok,
+        ),
+        ("no-storage", vec![], &no_space),
+        ("wrong-node", vec![capacity("net", "dynamic", Some("n2"), "1Gi", "")], &no_space),
+        ("wrong-storage-class", vec![capacity("net", "wait", Some("n1"), "1Gi", "")], &no_space),
+        ("insufficient-storage", vec![capacity("net", "dynamic", Some("n1"), "1Mi", "")], &no_space),
+        ("insufficient-volume-size", vec![capacity("net", "dynamic", Some("n1"), "1Gi", "1Mi")], &no_space),
+        ("zero-storage", vec![capacity("net", "dynamic", Some("n1"), "0Mi", "")], &no_space),
+        ("zero-volume-size", vec![capacity("net", "dynamic", Some("n1"), "", "0Mi")], &no_space),
+        ("nil-storage", vec![capacity("net", "dynamic", Some("n1"), "", "")], &no_space),
+        // A capacity without a node topology reaches no node.
+        (
+            "no-topology",
+            vec![{
+                let mut c = (*capacity("net", "dynamic", None, "1Gi", "")).clone();
+                c.node_topology = None;
+                Arc::new(c)
+            }],
+            &no_space,
+        ),
+        // maximumVolumeSize wins over a smaller capacity.
+        ("volume-size-over-capacity", vec![capacity("net", "dynamic", Some("n1"), "1Mi", "1Gi")], &ok),
+    ];
+    for opt_in in [true, false] {
+        for (name, capacities, want) in &scenarios {
+            let mut s = state();
+            s.upsert_csi_driver(driver("csi.example.com", opt_in));
+            for c in capacities {
+                s.upsert_capacity(c.clone());
+            }
+            s.upsert_pvc(pvc("p", "dynamic", "1Gi", None, false));
+            let claims = s.pod_claims(&pod(&["p"])).unwrap().unwrap();
+            let got = s.find_pod_volumes(&claims, "n1", &labels("n1")).unwrap().map(|v| {
+                assert_eq!(v.provisions.len(), 1, "{name}");
+            });
+            let want = if opt_in { (*want).clone() } else { Ok(()) };
+            assert_eq!(got, want, "{name}, storageCapacity={opt_in}");
+        }
+    }
+    // A provisioner that is no CSIDriver, or a claim without a storage request: no check.
+    let mut s = state();
+    s.upsert_pvc(pvc("p", "dynamic", "1Gi", None, false));
+    let claims = s.pod_claims(&pod(&["p"])).unwrap().unwrap();
+    assert!(s.find_pod_volumes(&claims, "n1", &labels("n1")).unwrap().is_ok());
+    s.upsert_csi_driver(driver("csi.example.com", true));
+    assert_eq!(s.find_pod_volumes(&claims, "n1", &labels("n1")).unwrap(), Err(vec![ERR_NOT_ENOUGH_SPACE]));
+    let mut no_request = (*pvc("p", "dynamic", "1Gi", None, false)).clone();
+    no_request.spec.as_mut().unwrap().resources = None;
+    s.upsert_pvc(Arc::new(no_request));
+    let claims = s.pod_claims(&pod(&["p"])).unwrap().unwrap();
+    assert!(s.find_pod_volumes(&claims, "n1", &labels("n1")).unwrap().is_ok());
+}

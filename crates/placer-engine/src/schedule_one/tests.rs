@@ -173,8 +173,12 @@ fn build(nodes: &[(u32, u32, u32)], pods: &[(usize, u32, u32)]) -> Snapshot {
             node(&format!("n{i}")).cpu(&cpu.to_string()).mem(&format!("{mem}Gi")).pods(slots).build()
         })
         .collect();
-    let ps = pods
-        .iter()
+    snapshot_with(ns, bound_pods(pods))
+}
+
+/// Pods bound to `n{node}` with (cpu, memory) in half units, as [`arb_cluster`] draws them.
+fn bound_pods(pods: &[(usize, u32, u32)]) -> Vec<PodInfo> {
+    pods.iter()
         .enumerate()
         .map(|(i, &(n, cpu, mem))| {
             pod(&format!("e{i}"))
@@ -183,8 +187,7 @@ fn build(nodes: &[(u32, u32, u32)], pods: &[(usize, u32, u32)]) -> Snapshot {
                 .on(&format!("n{n}"))
                 .build()
         })
-        .collect();
-    snapshot_with(ns, ps)
+        .collect()
 }
 
 /// Nodes in zones with optional taints, pods with app labels, and an incoming pod with a
@@ -331,14 +334,7 @@ proptest! {
                 if tainted[i] { b.taint("spot", "x", "PreferNoSchedule").build() } else { b.build() }
             })
             .collect();
-        let ps = pods
-            .iter()
-            .enumerate()
-            .map(|(i, &(n, c, m))| {
-                pod(&format!("e{i}")).cpu(&format!("{}m", c * 500)).mem(&format!("{}Mi", m * 512)).on(&format!("n{n}")).build()
-            })
-            .collect();
-        let mut snap = snapshot_with(ns, ps);
+        let mut snap = snapshot_with(ns, bound_pods(&pods));
         let mut b = pod("p").cpu(&format!("{}m", cpu * 500)).mem(&format!("{}Mi", mem * 512));
         if let Some(z) = prefer_zone {
             b = b.preferred_node_term(3, vec![node_req("zone", "In", &[&format!("z{z}")])]);
@@ -497,14 +493,7 @@ proptest! {
                 }
             })
             .collect();
-        let ps = pods
-            .iter()
-            .enumerate()
-            .map(|(i, &(n, c, m))| {
-                pod(&format!("e{i}")).cpu(&format!("{}m", c * 500)).mem(&format!("{}Mi", m * 512)).on(&format!("n{n}")).build()
-            })
-            .collect();
-        let snap = snapshot_with(ns, ps);
+        let snap = snapshot_with(ns, bound_pods(&pods));
         let mut b = pod("p").cpu(&format!("{}m", cpu * 500)).mem(&format!("{}Mi", mem * 512));
         if want_gpu > 0 {
             b = b.gpu(want_gpu);

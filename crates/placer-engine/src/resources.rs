@@ -189,6 +189,14 @@ impl Resources {
 /// `part * scale / whole` in 128 bits, clamped back to `i64` (amounts reach `i64::MAX`, and
 /// `amount * 100` must not wrap while scoring); `whole` must not be 0.
 pub fn scaled(part: i64, scale: i64, whole: i64) -> i64 {
+    // The common case in 64 bits (a 128-bit division is a library call, and this runs for
+    // every node a pod is scored on): when the product does not overflow and the quotient
+    // is representable (not `i64::MIN / -1`), both truncate toward zero alike.
+    if let Some(product) = part.checked_mul(scale) {
+        if let Some(q) = product.checked_div(whole) {
+            return q;
+        }
+    }
     let v = i128::from(part) * i128::from(scale) / i128::from(whole);
     i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
 }
@@ -277,6 +285,29 @@ mod tests {
             proptest::prop_assert!(x.cpu >= a && x.memory >= b && x.get("nvidia.com/gpu") >= g);
             proptest::prop_assert_eq!(x.cpu, a.saturating_add(a));
         }
+    }
+
+    proptest::proptest! {
+        /// The 64-bit fast path of `scaled` agrees with the plain 128-bit computation,
+        /// near the overflow edges too.
+        #[test]
+        fn scaled_fast_path_matches_128_bits(
+            part in proptest::prop_oneof![-1_000_000i64..1_000_000, proptest::num::i64::ANY],
+            scale in proptest::prop_oneof![0i64..=100, proptest::num::i64::ANY],
+            whole in proptest::prop_oneof![1i64..1_000_000, proptest::num::i64::ANY],
+        ) {
+            proptest::prop_assume!(whole != 0);
+            let v = i128::from(part) * i128::from(scale) / i128::from(whole);
+            let plain = i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX });
+            proptest::prop_assert_eq!(scaled(part, scale, whole), plain);
+        }
+    }
+
+    #[test]
+    fn scaled_at_the_edges() {
+        assert_eq!(scaled(i64::MIN, 1, -1), i64::MAX, "i64::MIN / -1 clamps");
+        assert_eq!(scaled(i64::MAX, 100, i64::MAX), 100);
+        assert_eq!(scaled(-7, 100, 3), -233, "truncates toward zero");
     }
 
     #[test]

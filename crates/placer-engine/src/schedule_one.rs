@@ -89,10 +89,14 @@ fn filter_prepared_on(
             return Err(Rejection::unresolvable(r.plugins.first().copied().unwrap_or(""), r.reason()));
         }
     }
-    for (i, p) in fw.filters.iter().enumerate() {
-        if state.skip_filters & (1 << i) == 0 {
-            p.filter(state, snap, n)?;
-        }
+    // The filters PreFilter did not skip, in order: set bits walked lowest first, so a pod
+    // with three active filters of thirteen pays for three (this runs for every node).
+    let all = if fw.filters.len() >= 64 { u64::MAX } else { (1u64 << fw.filters.len()) - 1 };
+    let mut active = all & !state.skip_filters;
+    while active != 0 {
+        let i = active.trailing_zeros() as usize;
+        active &= active - 1;
+        fw.filters[i].filter(state, snap, n)?;
     }
     Ok(())
 }
@@ -207,8 +211,9 @@ pub fn find_node_sampled(
     let mut feasible = Vec::with_capacity(to_find);
     let mut err: Option<FitError> = None;
     let mut examined = 0;
-    for k in 0..n {
-        let id = nodes[(start + k) % n];
+    // Round-robin from `start` (`nodes[(start + k) % n]` for k in 0..n), without a
+    // division per node.
+    for &id in nodes[start..].iter().chain(&nodes[..start]) {
         examined += 1;
         match filter_prepared(fw, &state, snap, id) {
             Ok(()) => {
@@ -365,8 +370,8 @@ fn best_index(totals: &[i64]) -> usize {
 
 /// Weighted, normalized total score of each node of `feasible` (same order): PreScore,
 /// Score, NormalizeScore per plugin, then `sum(score * weight)`. Raw scores are computed
-/// node by node (every plugin on a node while it is in cache), then normalized plugin by
-/// plugin.
+/// plugin by plugin over all nodes ([`crate::framework::ScorePlugin::score_all`]: one
+/// call per plugin, not one per node and plugin), then normalized plugin by plugin.
 pub fn score_prepared<'a>(
     fw: &Framework,
     state: &mut CycleState<'a>,
@@ -386,17 +391,11 @@ pub fn score_prepared<'a>(
         return totals;
     }
     let state: &CycleState<'a> = state;
-    let mut raw = vec![0i64; active.len() * n];
-    for (i, &id) in feasible.iter().enumerate() {
-        let node = snap.node(id);
-        for (k, &p) in active.iter().enumerate() {
-            raw[k * n + i] = fw.scores[p].0.score(state, snap, id, node);
-        }
-    }
-    for (k, &p) in active.iter().enumerate() {
+    let mut column = vec![0i64; n];
+    for &p in &active {
         let (plugin, weight) = &fw.scores[p];
-        let column = &mut raw[k * n..(k + 1) * n];
-        plugin.normalize(state, feasible, column);
+        plugin.score_all(state, snap, feasible, &mut column);
+        plugin.normalize(state, feasible, &mut column);
         for (t, s) in totals.iter_mut().zip(column.iter()) {
             *t += s * weight;
         }

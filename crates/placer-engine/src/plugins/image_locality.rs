@@ -74,7 +74,8 @@ impl ScorePlugin for ImageLocality {
         _feasible: &[NodeId],
     ) -> PreResult {
         let images = &state.pod.view.images;
-        if images.is_empty() {
+        // No node has any of the images (the common case): skip before building the map.
+        if images.iter().all(|i| snap.nodes_with_image(i) == 0) {
             return PreResult::Skip;
         }
         // The spread of each image comes from the snapshot's per-image node counts

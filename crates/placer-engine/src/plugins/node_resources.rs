@@ -244,15 +244,28 @@ impl NodeResourcesFit {
         }
     }
 
-    fn score_node(&self, pod_requests: &Resources, node: &NodeState) -> i64 {
-        let mut node_score = 0i64;
-        let mut weight_sum = 0i64;
-        for r in &self.resources {
-            let pod_request = match r.key {
+    /// The pod's request of each scored resource, in `self.resources` order (cpu and memory
+    /// at kube's non-zero defaults when not requested): read once per pod.
+    fn pod_requests(&self, pod_requests: &Resources) -> smallvec::SmallVec<[i64; 4]> {
+        self.resources
+            .iter()
+            .map(|r| match r.key {
                 ResourceKey::Cpu if pod_requests.cpu == 0 => DEFAULT_MILLI_CPU_REQUEST,
                 ResourceKey::Memory if pod_requests.memory == 0 => DEFAULT_MEMORY_REQUEST,
                 _ => r.key.get(pod_requests),
-            };
+            })
+            .collect()
+    }
+
+    fn score_node(&self, pod_requests: &Resources, node: &NodeState) -> i64 {
+        self.score_resolved(&self.pod_requests(pod_requests), node)
+    }
+
+    /// [`Self::score_node`] with the pod's requests already read ([`Self::pod_requests`]).
+    fn score_resolved(&self, pod_requests: &[i64], node: &NodeState) -> i64 {
+        let mut node_score = 0i64;
+        let mut weight_sum = 0i64;
+        for (r, &pod_request) in self.resources.iter().zip(pod_requests) {
             let Some((alloc, req)) = allocatable_and_requested(&r.key, node, pod_request, false) else {
                 continue;
             };
@@ -328,6 +341,15 @@ impl ScorePlugin for NodeResourcesFit {
     fn score(&self, state: &CycleState<'_>, _snap: &Snapshot, _id: NodeId, node: &NodeState) -> i64 {
         self.score_node(&state.pod.requests, node)
     }
+
+    /// The pod's requests read once, then [`Self::score_resolved`] per node: what `score`
+    /// computes.
+    fn score_all(&self, state: &CycleState<'_>, snap: &Snapshot, feasible: &[NodeId], out: &mut [i64]) {
+        let requests = self.pod_requests(&state.pod.requests);
+        for (o, &id) in out.iter_mut().zip(feasible) {
+            *o = self.score_resolved(&requests, snap.node(id));
+        }
+    }
 }
 
 /// `NodeResourcesBalancedAllocation`: favours nodes whose cpu and memory fractions stay close.
@@ -343,13 +365,22 @@ impl Default for BalancedAllocation {
 }
 
 impl BalancedAllocation {
+    /// The pod's request of each resource, in `self.resources` order: read once per pod.
+    fn pod_requests(&self, pod_requests: &Resources) -> smallvec::SmallVec<[i64; 4]> {
+        self.resources.iter().map(|r| r.key.get(pod_requests)).collect()
+    }
+
     fn score_node(&self, pod_requests: &Resources, node: &NodeState) -> i64 {
+        self.score_resolved(&self.pod_requests(pod_requests), node)
+    }
+
+    /// [`Self::score_node`] with the pod's requests already read ([`Self::pod_requests`]).
+    fn score_resolved(&self, pod_requests: &[i64], node: &NodeState) -> i64 {
         let mut fractions = [0f64; 8];
         let mut count = 0;
         let mut sum = 0.0;
-        for r in &self.resources {
-            let Some((alloc, req)) = allocatable_and_requested(&r.key, node, r.key.get(pod_requests), true)
-            else {
+        for (r, &pod_request) in self.resources.iter().zip(pod_requests) {
+            let Some((alloc, req)) = allocatable_and_requested(&r.key, node, pod_request, true) else {
                 continue;
             };
             let fraction = (req as f64 / alloc as f64).min(1.0);
@@ -402,6 +433,15 @@ impl ScorePlugin for BalancedAllocation {
 
     fn score(&self, state: &CycleState<'_>, _snap: &Snapshot, _id: NodeId, node: &NodeState) -> i64 {
         self.score_node(&state.pod.requests, node)
+    }
+
+    /// The pod's requests read once, then [`Self::score_resolved`] per node: what `score`
+    /// computes.
+    fn score_all(&self, state: &CycleState<'_>, snap: &Snapshot, feasible: &[NodeId], out: &mut [i64]) {
+        let requests = self.pod_requests(&state.pod.requests);
+        for (o, &id) in out.iter_mut().zip(feasible) {
+            *o = self.score_resolved(&requests, snap.node(id));
+        }
     }
 }
 
@@ -542,6 +582,65 @@ mod tests {
             let fit = fits(n, &p.requests);
             proptest::prop_assert_eq!(fit, insufficient_resources(n, &p.requests).is_empty());
             proptest::prop_assert_eq!(fit, fit_count_on(n, &p.requests) >= 1);
+        }
+    }
+
+    proptest::proptest! {
+        /// `score_all` (the pod's requests read once) gives every node the score `score`
+        /// gives it, for each scoring strategy, extended resources and pods without requests.
+        #[test]
+        fn score_all_matches_score_node_by_node(
+            nodes in proptest::collection::vec((1u32..16, 1u32..16, 0u32..4, 0u32..8, 0u32..8, 0u32..3), 1..8),
+            req in (0u32..8, 0u32..8, 0u32..3),
+            strategy in 0u8..4,
+        ) {
+            let ns = nodes
+                .iter()
+                .enumerate()
+                .map(|(i, &(c, m, g, ..))| node(&format!("n{i}")).cpu(&c.to_string()).mem(&format!("{m}Gi")).gpus(g).build())
+                .collect();
+            let ps = nodes
+                .iter()
+                .enumerate()
+                .map(|(i, &(_, _, _, uc, um, ug))| {
+                    let mut b = pod(&format!("e{i}")).cpu(&format!("{}m", uc * 500)).mem(&format!("{}Mi", um * 512)).on(&format!("n{i}"));
+                    if ug > 0 {
+                        b = b.gpu(ug);
+                    }
+                    b.build()
+                })
+                .collect();
+            let snap = snapshot_with(ns, ps);
+            let mut p = pod("p");
+            if req.0 > 0 {
+                p = p.cpu(&format!("{}m", req.0 * 500));
+            }
+            if req.1 > 0 {
+                p = p.mem(&format!("{}Mi", req.1 * 512));
+            }
+            if req.2 > 0 {
+                p = p.gpu(req.2);
+            }
+            let p = p.build();
+            let resources = vec![("cpu".into(), 1), ("memory".into(), 2), ("nvidia.com/gpu".into(), 3)];
+            let strategy = match strategy {
+                0 => ScoringStrategy::least_allocated(),
+                1 => ScoringStrategy::most_allocated(),
+                2 => ScoringStrategy::MostAllocated { resources },
+                _ => ScoringStrategy::RequestedToCapacityRatio { resources, shape: vec![(0, 10), (60, 2), (100, 7)] },
+            };
+            let plugins: Vec<Box<dyn ScorePlugin>> = vec![
+                Box::new(NodeResourcesFit::with_strategy(&strategy)),
+                Box::new(BalancedAllocation::default()),
+            ];
+            let state = CycleState::new(&p);
+            let ids = snap.node_ids().to_vec();
+            for plugin in &plugins {
+                let mut all = vec![-1i64; ids.len()];
+                plugin.score_all(&state, &snap, &ids, &mut all);
+                let one: Vec<i64> = ids.iter().map(|&id| plugin.score(&state, &snap, id, snap.node(id))).collect();
+                proptest::prop_assert_eq!(all, one, "{}", plugin.name());
+            }
         }
     }
 

@@ -173,8 +173,12 @@ fn build(nodes: &[(u32, u32, u32)], pods: &[(usize, u32, u32)]) -> Snapshot {
             node(&format!("n{i}")).cpu(&cpu.to_string()).mem(&format!("{mem}Gi")).pods(slots).build()
         })
         .collect();
-    let ps = pods
-        .iter()
+    snapshot_with(ns, bound_pods(pods))
+}
+
+/// Pods bound to `n{node}` with (cpu, memory) in half units, as [`arb_cluster`] draws them.
+fn bound_pods(pods: &[(usize, u32, u32)]) -> Vec<PodInfo> {
+    pods.iter()
         .enumerate()
         .map(|(i, &(n, cpu, mem))| {
             pod(&format!("e{i}"))
@@ -183,8 +187,7 @@ fn build(nodes: &[(u32, u32, u32)], pods: &[(usize, u32, u32)]) -> Snapshot {
                 .on(&format!("n{n}"))
                 .build()
         })
-        .collect();
-    snapshot_with(ns, ps)
+        .collect()
 }
 
 /// Nodes in zones with optional taints, pods with app labels, and an incoming pod with a
@@ -331,14 +334,7 @@ proptest! {
                 if tainted[i] { b.taint("spot", "x", "PreferNoSchedule").build() } else { b.build() }
             })
             .collect();
-        let ps = pods
-            .iter()
-            .enumerate()
-            .map(|(i, &(n, c, m))| {
-                pod(&format!("e{i}")).cpu(&format!("{}m", c * 500)).mem(&format!("{}Mi", m * 512)).on(&format!("n{n}")).build()
-            })
-            .collect();
-        let mut snap = snapshot_with(ns, ps);
+        let mut snap = snapshot_with(ns, bound_pods(&pods));
         let mut b = pod("p").cpu(&format!("{}m", cpu * 500)).mem(&format!("{}Mi", mem * 512));
         if let Some(z) = prefer_zone {
             b = b.preferred_node_term(3, vec![node_req("zone", "In", &[&format!("z{z}")])]);
@@ -381,5 +377,145 @@ proptest! {
         for &id in snap.node_ids() {
             prop_assert_eq!(feasible.contains(&id), fit_count(&snap, &p, id) >= 1);
         }
+    }
+}
+
+/// The plain pod-level search, written out as kube-scheduler's loop with none of
+/// `find_node_sampled`'s shortcuts: nodes visited as `nodes[(start + k) % n]`, every filter
+/// asked in order unless its PreFilter skipped it, every active score plugin's raw score
+/// on every feasible node, normalized, weighted, the first highest total chosen. The
+/// reference the optimized search is compared with.
+fn plain_sampled(
+    fw: &Framework,
+    snap: &Snapshot,
+    p: &PodInfo,
+    nodes: &[NodeId],
+    start: usize,
+    to_find: usize,
+) -> (Result<NodeId, String>, usize) {
+    let n = nodes.len();
+    let mut state = match prepare(fw, snap, p) {
+        Ok(s) => s,
+        Err(r) => return (Err(prefilter_fit_error(&r, n).to_string()), n),
+    };
+    let mut feasible = Vec::new();
+    let mut err: Option<FitError> = None;
+    let mut examined = 0;
+    for k in 0..n {
+        let id = nodes[(start % n + k) % n];
+        examined += 1;
+        let mut verdict = Ok(());
+        for (i, f) in fw.filters.iter().enumerate() {
+            if state.skip_filters & (1 << i) == 0 {
+                verdict = f.filter(&state, snap, snap.node(id));
+                if verdict.is_err() {
+                    break;
+                }
+            }
+        }
+        match verdict {
+            Ok(()) => {
+                feasible.push(id);
+                if feasible.len() >= to_find {
+                    break;
+                }
+            }
+            Err(r) => {
+                let e = err.get_or_insert_with(|| FitError { num_nodes: n, ..FitError::default() });
+                for reason in &r.reasons {
+                    e.add(reason);
+                }
+            }
+        }
+    }
+    if feasible.is_empty() {
+        return (Err(err.unwrap_or(FitError { num_nodes: n, ..FitError::default() }).to_string()), examined);
+    }
+    feasible.sort();
+    if feasible.len() == 1 {
+        return (Ok(feasible[0]), examined);
+    }
+    let mut totals = vec![0i64; feasible.len()];
+    for (plugin, weight) in &fw.scores {
+        if plugin.pre_score(&mut state, snap, &feasible) == PreResult::Skip {
+            continue;
+        }
+        let mut column: Vec<i64> =
+            feasible.iter().map(|&id| plugin.score(&state, snap, id, snap.node(id))).collect();
+        plugin.normalize(&state, &feasible, &mut column);
+        for (t, s) in totals.iter_mut().zip(&column) {
+            *t += s * weight;
+        }
+    }
+    let mut best = 0;
+    for (i, t) in totals.iter().enumerate() {
+        if *t > totals[best] {
+            best = i;
+        }
+    }
+    (Ok(feasible[best]), examined)
+}
+
+proptest! {
+    /// The optimized single-pod search (rotating start without a division per node, the
+    /// active filters walked by bit, 64-bit score arithmetic) picks the node the plain
+    /// loop picks, examines as many nodes, and fails with the same message, on clusters
+    /// with hard and soft taints, extended resources, preferred node affinity and any
+    /// sampling window.
+    #[test]
+    fn sampled_search_matches_the_plain_loop(
+        (nodes, pods, (cpu, mem)) in arb_cluster(),
+        taints in prop::collection::vec(0u8..3, 8),
+        gpus in prop::collection::vec(0u32..3, 8),
+        zones in prop::collection::vec(0u8..3, 8),
+        prefer_zone in prop::option::of(0u8..3),
+        want_gpu in 0u32..3,
+        tolerate in any::<bool>(),
+        most_allocated in any::<bool>(),
+        start in 0usize..16,
+        to_find in 1usize..10,
+    ) {
+        use crate::plugins::testing::node_req;
+        let ns = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &(c, m, slots))| {
+                let b = node(&format!("n{i}"))
+                    .cpu(&c.to_string())
+                    .mem(&format!("{m}Gi"))
+                    .pods(slots)
+                    .gpus(gpus[i])
+                    .label("zone", &format!("z{}", zones[i]));
+                match taints[i] {
+                    0 => b.build(),
+                    1 => b.taint("spot", "x", "PreferNoSchedule").build(),
+                    _ => b.taint("dedicated", "x", "NoSchedule").build(),
+                }
+            })
+            .collect();
+        let snap = snapshot_with(ns, bound_pods(&pods));
+        let mut b = pod("p").cpu(&format!("{}m", cpu * 500)).mem(&format!("{}Mi", mem * 512));
+        if want_gpu > 0 {
+            b = b.gpu(want_gpu);
+        }
+        if let Some(z) = prefer_zone {
+            b = b.preferred_node_term(3, vec![node_req("zone", "In", &[&format!("z{z}")])]);
+        }
+        if tolerate {
+            b = b.toleration("spot", "Exists", "", "PreferNoSchedule");
+            b = b.toleration("dedicated", "Exists", "", "NoSchedule");
+        }
+        let p = b.build();
+        let mut config = SchedulerConfig::default();
+        if most_allocated {
+            config.node_resources_fit_strategy = crate::config::ScoringStrategy::most_allocated();
+        }
+        let fw = crate::plugins::pod_framework(&config);
+        let ids = snap.node_ids().to_vec();
+        let to_find = to_find.min(ids.len().saturating_sub(1)).max(1);
+        let (got, got_examined) = find_node_sampled(&fw, &snap, &p, &ids, start, to_find);
+        let (want, want_examined) = plain_sampled(&fw, &snap, &p, &ids, start, to_find);
+        prop_assert_eq!(got.map_err(|e| e.to_string()), want);
+        prop_assert_eq!(got_examined, want_examined);
     }
 }

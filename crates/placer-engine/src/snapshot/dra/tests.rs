@@ -817,3 +817,19 @@ fn copies_count_the_pods_a_node_s_free_devices_serve() {
     assert_eq!(s.copies(&[&one], &n1, &used, 110), 2, "a device in use is not counted");
     assert_eq!(s.copies(&[&one], &node("n3").build(), &none, 110), 0, "no devices");
 }
+
+#[test]
+fn copies_count_counters_and_shared_capacity() {
+    // Three 4Gi partitions of an 8Gi GPU serve two pods; a shared 8Gi device serves four
+    // claims of 2Gi.
+    let mut s = DraState::default();
+    s.upsert_class(class("gpu", DRIVER));
+    let devices =
+        (0..3).map(|i| counter_device(&format!("part-{i}"), &[("gpu-0", &[("memory", "4Gi")])])).collect();
+    partitioned(&mut s, "pool1", devices, &[("gpu-0", &[("memory", "8Gi")])]);
+    let one = claim("c", vec![request("r", "gpu", None, Some(1), &[])], vec![]);
+    assert_eq!(s.copies(&[&one], &node("n1").build(), &FxHashSet::default(), 10), 2);
+    let s = one_node(vec![shared_device("nic", "8Gi", None)]);
+    let small = claim("small", vec![capacity_request("req-0", "2Gi")], vec![]);
+    assert_eq!(s.copies(&[&small], &node("n1").build(), &FxHashSet::default(), 10), 4);
+}

@@ -1655,6 +1655,50 @@ mod tests {
         validate(o).iter().map(ToString::to_string).collect()
     }
 
+    fn slice(spec: Value) -> Object {
+        let mut full = json!({"driver": "gpu.example.com", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}});
+        merge_json_test(&mut full, spec);
+        obj(
+            Kind::ResourceSlice,
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"}, "spec": full}),
+        )
+    }
+
+    fn merge_json_test(target: &mut Value, patch: Value) {
+        if let (Value::Object(t), Value::Object(p)) = (target, patch) {
+            t.extend(p);
+        }
+    }
+
+    /// Upstream's validateResourceSliceSpec / validateDevice (v1.36) for partitionable
+    /// devices, consumable capacity and binding conditions.
+    #[test]
+    fn resource_slices_of_v1_36_features_follow_the_api_server() {
+        let got = errors(&slice(json!({"nodeName": "n1",
+            "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "8Gi"}}}],
+            "devices": [{"name": "d"}]})));
+        assert_eq!(got, ["spec: Invalid value: \"\": only one of `sharedCounters` or `devices` is allowed"]);
+        let got = errors(&slice(json!({"perDeviceNodeSelection": true,
+            "devices": [{"name": "a", "nodeName": "n1"}, {"name": "b"}]})));
+        assert_eq!(got, ["spec.devices[1]: Required value: exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required when `perDeviceNodeSelection` is set to true in the ResourceSlice spec"]);
+        let got = errors(&slice(json!({"nodeName": "n1", "devices": [{"name": "a",
+            "bindingConditions": ["example.com/attached"]}]})));
+        assert_eq!(got, ["spec.devices[0].bindingFailureConditions: Invalid value: \"null\": bindingFailureConditions are required to use bindingConditions"]);
+        let got = errors(&slice(
+            json!({"nodeName": "n1", "devices": [{"name": "a", "allowMultipleAllocations": true,
+            "capacity": {"bw": {"value": "10Gi", "requestPolicy": {"default": "2Gi",
+                "validRange": {"min": "1Gi", "step": "2Gi"}}}}}]}),
+        ));
+        assert_eq!(got, ["spec.devices[0].capacity[bw].requestPolicy.validRange.step: Invalid value: \"2Gi\": value is not a multiple of a given step (2Gi) from (1Gi)"]);
+        let ok = errors(&slice(
+            json!({"nodeName": "n1", "devices": [{"name": "a", "allowMultipleAllocations": true,
+            "bindingConditions": ["example.com/attached"], "bindingFailureConditions": ["example.com/failed"],
+            "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": "4Gi"}}}],
+            "capacity": {"bw": {"value": "10Gi", "requestPolicy": {"default": "2Gi", "validValues": ["2Gi", "4Gi"]}}}}]}),
+        ));
+        assert_eq!(ok, Vec::<String>::new());
+    }
+
     #[test]
     fn a_minimal_pod_is_valid() {
         assert_eq!(errors(&pod(json!({"containers": [{"name": "c", "image": "x"}]}))), Vec::<String>::new());

@@ -224,6 +224,11 @@ impl Engine {
         let queue = SchedulingQueue::new(config.pod_initial_backoff_ms, config.pod_max_backoff_ms);
         let mut snapshot = Snapshot::new();
         snapshot.dra_mut().workload_claims = config.gates.enabled(Gate::DRAWorkloadResourceClaims);
+        snapshot.dra_mut().disabled = crate::snapshot::dra::DisabledFeatures {
+            partitionable_devices: !config.gates.enabled(Gate::DRAPartitionableDevices),
+            consumable_capacity: !config.gates.enabled(Gate::DRAConsumableCapacity),
+            binding_conditions: !config.gates.enabled(Gate::DRADeviceBindingConditions),
+        };
         Engine {
             fw,
             placements,

@@ -45,6 +45,9 @@ impl Engine {
     /// When PreBind of `pod` (just allocated and reserved) must wait for binding
     /// conditions: the deadline, on the scheduling clock.
     pub(super) fn binding_deadline(&self, pod: &PodInfo, now_ms: u64) -> Option<u64> {
+        if !self.config.gates.enabled(Gate::DRADeviceBindingConditions) {
+            return None;
+        }
         let claims = self.snapshot.dra().pod_claims(pod).ok()?;
         let mut deadline: Option<u64> = None;
         for c in &claims {

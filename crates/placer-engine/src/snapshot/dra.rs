@@ -118,6 +118,20 @@ pub struct DraState {
     freed: std::collections::BTreeSet<ObjectKey>,
     /// `DRAWorkloadResourceClaims`: PodGroup-owned claims and PodGroup reservations.
     pub workload_claims: bool,
+    /// The v1.36 DRA features turned off by feature gates (all on by default).
+    pub disabled: DisabledFeatures,
+}
+
+/// DRA features a configuration turned off (`DRAPartitionableDevices`,
+/// `DRAConsumableCapacity`, `DRADeviceBindingConditions`), as upstream's allocator behaves
+/// without them: slices with counters or per-device node selection and devices consuming
+/// counters are ignored; capacity requests are an error and no device is shared; devices
+/// with binding conditions are never allocated.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DisabledFeatures {
+    pub partitionable_devices: bool,
+    pub consumable_capacity: bool,
+    pub binding_conditions: bool,
 }
 
 impl DraState {

@@ -146,6 +146,12 @@ impl DraState {
                 if !self.classes.contains_key(a.class) {
                     return Err(format!("request {name}: device class {} does not exist", a.class));
                 }
+                if self.disabled.consumable_capacity && a.capacity.is_some() {
+                    return Err(format!(
+                        "claim {}, request {name}: has capacity requests, but the DRAConsumableCapacity feature is disabled",
+                        entry.key
+                    ));
+                }
             }
         }
         Ok(())
@@ -212,6 +218,12 @@ impl DraState {
                         Some(sub) => format!("{}/{sub}", r.name),
                         None => r.name.clone(),
                     };
+                    if self.disabled.consumable_capacity && v.capacity.is_some() {
+                        return Err(format!(
+                            "claim {}, request {name}: has capacity requests, but the DRAConsumableCapacity feature is disabled",
+                            entry.key
+                        ));
+                    }
                     let Some(class) = self.classes.get(v.class) else {
                         return Err(format!(
                             "claim {}, request {name}: could not retrieve device class {}: not found",
@@ -234,7 +246,12 @@ impl DraState {
                         }
                         // Capacity: what the request takes of the device must fit (and
                         // follow its request policy); a shared device remembers it.
-                        let Some(taken) = shared::consumed(c.device, v.capacity) else { continue };
+                        let taken = if self.disabled.consumable_capacity {
+                            Vec::new()
+                        } else {
+                            let Some(taken) = shared::consumed(c.device, v.capacity) else { continue };
+                            taken
+                        };
                         if c.multi {
                             consumed.insert(k, taken);
                         }
@@ -426,7 +443,12 @@ impl DraState {
             [node.name.as_str(), ""].iter().filter_map(|n| self.by_node.get(*n)).flatten().collect();
         names.sort();
         let mut out = Vec::new();
+        let off = self.disabled;
         for s in names.into_iter().filter_map(|n| self.slices.get(n)) {
+            let counters = s.spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty());
+            if off.partitionable_devices && (s.spec.per_device_node_selection.is_some() || counters) {
+                continue;
+            }
             let pool = (s.spec.driver.clone(), s.spec.pool.name.clone());
             if self.newest.get(&pool) != Some(&s.spec.pool.generation) {
                 continue;
@@ -441,13 +463,18 @@ impl DraState {
                 if per_device && !reaches(d.node_name.as_ref(), d.all_nodes, d.node_selector.as_ref()) {
                     continue;
                 }
+                let consumes = d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty());
+                let conditions = d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty());
+                if (off.partitionable_devices && consumes) || (off.binding_conditions && conditions) {
+                    continue;
+                }
                 let id =
                     (s.spec.driver.as_str().into(), s.spec.pool.name.as_str().into(), d.name.as_str().into());
                 out.push(Cand {
                     id,
                     device: d,
                     slice: s,
-                    multi: d.allow_multiple_allocations == Some(true),
+                    multi: !off.consumable_capacity && d.allow_multiple_allocations == Some(true),
                     consumes: shared::consumption(d),
                     pool: usize::MAX,
                 });

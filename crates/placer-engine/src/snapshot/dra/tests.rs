@@ -833,3 +833,36 @@ fn copies_count_counters_and_shared_capacity() {
     let small = claim("small", vec![capacity_request("req-0", "2Gi")], vec![]);
     assert_eq!(s.copies(&[&small], &node("n1").build(), &FxHashSet::default(), 10), 4);
 }
+
+#[test]
+fn features_turned_off_by_their_gates_behave_as_upstream_without_them() {
+    use super::DisabledFeatures;
+    let mut s = DraState::default();
+    s.upsert_class(class("gpu", DRIVER));
+    let devices = vec![counter_device("part-0", &[("gpu-0", &[("memory", "4Gi")])])];
+    partitioned(&mut s, "pool1", devices, &[("gpu-0", &[("memory", "8Gi")])]);
+    let one = claim("c", vec![request("r", "gpu", None, Some(1), &[])], vec![]);
+    assert!(alloc(&s, &one, &[]).is_some());
+    s.disabled = DisabledFeatures { partitionable_devices: true, ..Default::default() };
+    assert_eq!(alloc(&s, &one, &[]), None, "devices consuming counters are ignored");
+
+    let mut s = one_node(vec![shared_device("nic", "8Gi", None)]);
+    s.disabled = DisabledFeatures { consumable_capacity: true, ..Default::default() };
+    let c = claim("c", vec![capacity_request("req-0", "2Gi")], vec![]);
+    let err = s.check_requests(&c).unwrap_err();
+    assert!(err.contains("DRAConsumableCapacity feature is disabled") && err.contains("default/c"), "{err}");
+    let two = claim(
+        "c",
+        vec![request("a", "gpu", None, Some(1), &[]), request("b", "gpu", None, Some(1), &[])],
+        vec![],
+    );
+    assert_eq!(alloc(&s, &two, &[]), None, "a device is not shared without the gate");
+
+    let mut d = device("d", &[]);
+    d.binding_conditions = Some(vec!["attached".into()]);
+    d.binding_failure_conditions = Some(vec!["failed".into()]);
+    let mut s = one_node(vec![d]);
+    assert!(alloc(&s, &one, &[]).is_some());
+    s.disabled = DisabledFeatures { binding_conditions: true, ..Default::default() };
+    assert_eq!(alloc(&s, &one, &[]), None, "devices with binding conditions are not allocated");
+}

@@ -56,6 +56,15 @@ gates! {
     WorkloadWithJob = true,
     /// ResourceClaims for PodGroups (seed 004, KEP-5729).
     DRAWorkloadResourceClaims = false,
+    /// Partitionable devices: `sharedCounters`, `consumesCounters`, per-device node
+    /// selection (KEP-4815; beta, on by default in v1.36).
+    DRAPartitionableDevices = true,
+    /// Consumable capacity: devices with `allowMultipleAllocations`, `capacity.requests`
+    /// (KEP-5075; beta, on by default in v1.36).
+    DRAConsumableCapacity = true,
+    /// Device binding conditions: PreBind waits for them (KEP-5007; beta, on by default in
+    /// v1.36).
+    DRADeviceBindingConditions = true,
     /// Placer: workload-aware preemption for groups with topology constraints, searched
     /// inside one domain (KEP-5732 beta). Off by default, as in v1.36.
     TopologyAwareWorkloadPreemption = false,

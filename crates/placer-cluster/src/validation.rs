@@ -999,30 +999,75 @@ fn validate_resource_slice(e: &mut Errors, rs: &ResourceSlice) {
             "Invalid value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required",
         );
     }
-    // Valid in v1.36 but beyond Placer's allocator: refused rather than ignored.
-    if rs.spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty()) {
-        e.forbidden("spec.sharedCounters", "partitionable devices are not supported by Placer yet");
+    if rs.spec.shared_counters.is_some() && rs.spec.devices.is_some() {
+        e.invalid("spec", "", "only one of `sharedCounters` or `devices` is allowed");
     }
+    let mut sets = BTreeSet::new();
+    for (i, set) in rs.spec.shared_counters.iter().flatten().enumerate() {
+        let at = format!("spec.sharedCounters[{i}]");
+        if set.name.is_empty() {
+            e.required(format!("{at}.name"), "");
+        } else if let Err(m) = check_dns_label(&set.name) {
+            e.invalid(format!("{at}.name"), &set.name, &m);
+        } else if !sets.insert(set.name.as_str()) {
+            e.duplicate(format!("{at}.name"), &set.name);
+        }
+        if set.counters.is_empty() {
+            e.required(format!("{at}.counters"), "");
+        }
+        validate_counters(e, &format!("{at}.counters"), &set.counters);
+    }
+    let per_device = rs.spec.per_device_node_selection == Some(true);
     for (i, d) in rs.spec.devices.iter().flatten().enumerate() {
         let at = format!("spec.devices[{i}]");
-        if d.allow_multiple_allocations == Some(true) {
-            e.forbidden(
-                format!("{at}.allowMultipleAllocations"),
-                "consumable capacity is not supported by Placer yet",
-            );
+        let mut consumed = BTreeSet::new();
+        for (j, c) in d.consumes_counters.iter().flatten().enumerate() {
+            let cat = format!("{at}.consumesCounters[{j}]");
+            if c.counter_set.is_empty() {
+                e.required(format!("{cat}.counterSet"), "");
+            } else if !consumed.insert(c.counter_set.as_str()) {
+                e.duplicate(format!("{cat}.counterSet"), &c.counter_set);
+            }
+            if c.counters.is_empty() {
+                e.required(format!("{cat}.counters"), "");
+            }
+            validate_counters(e, &format!("{cat}.counters"), &c.counters);
         }
-        if d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()) {
-            e.forbidden(
-                format!("{at}.consumesCounters"),
-                "partitionable devices are not supported by Placer yet",
-            );
+        let node_fields = [
+            d.node_name.as_ref().map(|_| "`nodeName`"),
+            d.node_selector.as_ref().map(|_| "`nodeSelector`"),
+            (d.all_nodes == Some(true)).then_some("`allNodes`"),
+        ];
+        let set: Vec<&str> = node_fields.iter().flatten().copied().collect();
+        if per_device {
+            if set.len() != 1 {
+                let what = "exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required when `perDeviceNodeSelection` is set to true in the ResourceSlice spec";
+                if set.is_empty() {
+                    e.required(at.clone(), what);
+                } else {
+                    e.invalid(at.clone(), &format!("{{{}}}", set.join(", ")), what);
+                }
+            }
+        } else if d.node_name.is_some() || d.node_selector.is_some() || d.all_nodes.is_some() {
+            e.invalid(at.clone(), "null", "`nodeName`, `nodeSelector` and `allNodes` can only be set if `perDeviceNodeSelection` is set to true in the ResourceSlice spec");
         }
-        if d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty()) {
-            e.forbidden(
-                format!("{at}.bindingConditions"),
-                "binding conditions are not supported by Placer yet",
-            );
+        let multi = d.allow_multiple_allocations == Some(true);
+        for (name, cap) in d.capacity.iter().flatten() {
+            let cat = key(&format!("{at}.capacity"), name);
+            if let Some(policy) = &cap.request_policy {
+                if multi {
+                    validate_request_policy(e, &format!("{cat}.requestPolicy"), &cap.value, policy);
+                } else {
+                    e.forbidden(format!("{cat}.requestPolicy"), "allowMultipleAllocations must be true");
+                }
+            }
         }
+        validate_binding_parameters(
+            e,
+            &at,
+            d.binding_conditions.as_deref().unwrap_or(&[]),
+            d.binding_failure_conditions.as_deref().unwrap_or(&[]),
+        );
         for (j, t) in d.taints.iter().flatten().enumerate() {
             const EFFECTS: [&str; 3] = ["NoExecute", "NoSchedule", "None"];
             if t.key.is_empty() {
@@ -1090,8 +1135,161 @@ fn validate_device_request(
             }
         }
     }
-    if capacity.is_some_and(|c| c.requests.as_ref().is_some_and(|r| !r.is_empty())) {
-        e.forbidden(format!("{at}.capacity"), "consumable capacity is not supported by Placer yet");
+    for (name, q) in capacity.and_then(|c| c.requests.as_ref()).into_iter().flatten() {
+        if let Err(err) = parse_milli(&q.0) {
+            e.invalid(key(&format!("{at}.capacity.requests"), name), &q.0, &err.to_string());
+        }
+    }
+}
+
+/// Counters of a counter set or of a device's consumption: DNS labels, quantities.
+fn validate_counters(
+    e: &mut Errors,
+    path: &str,
+    counters: &BTreeMap<String, placer_api::k8s::api::resource::v1::Counter>,
+) {
+    for (name, c) in counters {
+        let at = key(path, name);
+        if let Err(m) = check_dns_label(name) {
+            e.invalid(at.clone(), name, &m);
+        }
+        if let Err(err) = parse_milli(&c.value.0) {
+            e.invalid(format!("{at}.value"), &c.value.0, &err.to_string());
+        }
+    }
+}
+
+/// A shared device's capacity `requestPolicy` (upstream's `validateRequestPolicy`).
+fn validate_request_policy(
+    e: &mut Errors,
+    path: &str,
+    value: &Quantity,
+    policy: &placer_api::k8s::api::resource::v1::CapacityRequestPolicy,
+) {
+    let m = |q: &Quantity| parse_milli(&q.0).ok();
+    let Some(max_capacity) = m(value) else { return };
+    let values = policy.valid_values.as_deref().unwrap_or(&[]);
+    if !values.is_empty() && policy.valid_range.is_some() {
+        e.forbidden(path, "exactly one policy can be specified, cannot specify \"validValues\" and \"validRange\" at the same time");
+        return;
+    }
+    if !values.is_empty() {
+        let Some(default) = policy.default.as_ref() else {
+            e.required(format!("{path}.default"), "required when validValues is defined");
+            return;
+        };
+        let at = format!("{path}.validValues");
+        for (i, pair) in values.windows(2).enumerate() {
+            if m(&pair[0]) > m(&pair[1]) {
+                e.invalid(format!("{at}[{}]", i + 1), &pair[1].0, "values must be sorted in ascending order");
+            }
+        }
+        for (i, v) in values.iter().enumerate() {
+            if m(v).is_some_and(|v| v > max_capacity) {
+                e.invalid(
+                    format!("{at}[{i}]"),
+                    &v.0,
+                    &format!("option is larger than capacity value: {}", value.0),
+                );
+            }
+        }
+        if !values.iter().any(|v| m(v).is_some() && m(v) == m(default)) {
+            e.invalid(at, &default.0, "default value is not valid according to the requestPolicy");
+        }
+    } else if let Some(range) = &policy.valid_range {
+        let at = format!("{path}.validRange");
+        let Some(default) = policy.default.as_ref() else {
+            e.required(format!("{path}.default"), "required when validRange is defined");
+            return;
+        };
+        let (Some(min), Some(d)) = (m(&range.min), m(default)) else { return };
+        if min > max_capacity {
+            e.invalid(
+                format!("{at}.min"),
+                &range.min.0,
+                &format!("min is larger than capacity value: {}", value.0),
+            );
+        }
+        if d < min {
+            e.invalid(format!("{at}.min"), &default.0, &format!("default is less than min: {}", range.min.0));
+        }
+        if let Some(max) = range.max.as_ref().and_then(m) {
+            let raw = range.max.as_ref().map(|q| q.0.as_str()).unwrap_or("");
+            if min > max {
+                e.invalid(format!("{at}.max"), &range.min.0, &format!("min is larger than max: {raw}"));
+            }
+            if max > max_capacity {
+                e.invalid(
+                    format!("{at}.max"),
+                    raw,
+                    &format!("max is larger than capacity value: {}", value.0),
+                );
+            }
+            if d > max {
+                e.invalid(format!("{at}.max"), &default.0, &format!("default is more than max: {raw}"));
+            }
+        }
+        if let Some(step) = range.step.as_ref().and_then(m).filter(|s| *s > 0) {
+            let raw = range.step.as_ref().map(|q| q.0.as_str()).unwrap_or("");
+            if min + step > max_capacity {
+                e.invalid(
+                    format!("{at}.step"),
+                    raw,
+                    &format!("one step is larger than capacity value: {}", value.0),
+                );
+            }
+            if (d - min) % step != 0 {
+                e.invalid(
+                    format!("{at}.step"),
+                    &default.0,
+                    &format!("value is not a multiple of a given step ({raw}) from ({})", range.min.0),
+                );
+            }
+        }
+    }
+}
+
+/// A device's (or a result's) `bindingConditions` / `bindingFailureConditions` (upstream's
+/// `validateDeviceBindingParameters`).
+fn validate_binding_parameters(e: &mut Errors, at: &str, conditions: &[String], failures: &[String]) {
+    const MAX: usize = 4;
+    for (field, list) in [("bindingConditions", conditions), ("bindingFailureConditions", failures)] {
+        let path = format!("{at}.{field}");
+        if list.len() > MAX {
+            e.push(path.clone(), format!("Too many: {}: must have at most {MAX} items", list.len()));
+        }
+        let mut seen = BTreeSet::new();
+        for (i, c) in list.iter().enumerate() {
+            if let Err(m) = check_label_key(c) {
+                e.invalid(format!("{path}[{i}]"), c, &m);
+            }
+            if !seen.insert(c.as_str()) {
+                e.duplicate(format!("{path}[{i}]"), c);
+            }
+        }
+    }
+    for (i, c) in failures.iter().enumerate() {
+        if conditions.contains(c) {
+            e.invalid(
+                format!("{at}.bindingFailureConditions[{i}]"),
+                c,
+                "bindingFailureConditions must not overlap with bindingConditions",
+            );
+        }
+    }
+    if conditions.is_empty() && !failures.is_empty() {
+        e.invalid(
+            format!("{at}.bindingConditions"),
+            "null",
+            "bindingConditions are required to use bindingFailureConditions",
+        );
+    }
+    if failures.is_empty() && !conditions.is_empty() {
+        e.invalid(
+            format!("{at}.bindingFailureConditions"),
+            "null",
+            "bindingFailureConditions are required to use bindingConditions",
+        );
     }
 }
 
@@ -1467,6 +1665,50 @@ mod tests {
 
     fn errors(o: &Object) -> Vec<String> {
         validate(o).iter().map(ToString::to_string).collect()
+    }
+
+    fn slice(spec: Value) -> Object {
+        let mut full = json!({"driver": "gpu.example.com", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}});
+        merge_json_test(&mut full, spec);
+        obj(
+            Kind::ResourceSlice,
+            json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"}, "spec": full}),
+        )
+    }
+
+    fn merge_json_test(target: &mut Value, patch: Value) {
+        if let (Value::Object(t), Value::Object(p)) = (target, patch) {
+            t.extend(p);
+        }
+    }
+
+    /// Upstream's validateResourceSliceSpec / validateDevice (v1.36) for partitionable
+    /// devices, consumable capacity and binding conditions.
+    #[test]
+    fn resource_slices_of_v1_36_features_follow_the_api_server() {
+        let got = errors(&slice(json!({"nodeName": "n1",
+            "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "8Gi"}}}],
+            "devices": [{"name": "d"}]})));
+        assert_eq!(got, ["spec: Invalid value: \"\": only one of `sharedCounters` or `devices` is allowed"]);
+        let got = errors(&slice(json!({"perDeviceNodeSelection": true,
+            "devices": [{"name": "a", "nodeName": "n1"}, {"name": "b"}]})));
+        assert_eq!(got, ["spec.devices[1]: Required value: exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required when `perDeviceNodeSelection` is set to true in the ResourceSlice spec"]);
+        let got = errors(&slice(json!({"nodeName": "n1", "devices": [{"name": "a",
+            "bindingConditions": ["example.com/attached"]}]})));
+        assert_eq!(got, ["spec.devices[0].bindingFailureConditions: Invalid value: \"null\": bindingFailureConditions are required to use bindingConditions"]);
+        let got = errors(&slice(
+            json!({"nodeName": "n1", "devices": [{"name": "a", "allowMultipleAllocations": true,
+            "capacity": {"bw": {"value": "10Gi", "requestPolicy": {"default": "2Gi",
+                "validRange": {"min": "1Gi", "step": "2Gi"}}}}}]}),
+        ));
+        assert_eq!(got, ["spec.devices[0].capacity[bw].requestPolicy.validRange.step: Invalid value: \"2Gi\": value is not a multiple of a given step (2Gi) from (1Gi)"]);
+        let ok = errors(&slice(
+            json!({"nodeName": "n1", "devices": [{"name": "a", "allowMultipleAllocations": true,
+            "bindingConditions": ["example.com/attached"], "bindingFailureConditions": ["example.com/failed"],
+            "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": "4Gi"}}}],
+            "capacity": {"bw": {"value": "10Gi", "requestPolicy": {"default": "2Gi", "validValues": ["2Gi", "4Gi"]}}}}]}),
+        ));
+        assert_eq!(ok, Vec::<String>::new());
     }
 
     #[test]

@@ -520,6 +520,13 @@ impl SchedulerController {
                     }
                 })
             }
+            Decision::ClaimUnreserve { claim, consumer_uid, deallocate } => {
+                let r =
+                    ObjectRef::new(Kind::ResourceClaim, claim.namespace.to_string(), claim.name.to_string());
+                with_retry(store, "unreserve", &r, |store| {
+                    unreserve_claim(store, &r, &consumer_uid, deallocate)
+                })
+            }
             Decision::Volume(write) => write_volume_binding(store, &write),
             Decision::PodGroupAnnotation { group, key, value } => {
                 // A merge patch: `null` removes the annotation.
@@ -873,6 +880,35 @@ fn write_claim_status(
     {
         reserved.push(consumer.clone());
         changed = true;
+    }
+    if !changed {
+        return Ok(false);
+    }
+    write_status(store, Object::ResourceClaim(claim))
+}
+
+/// DynamicResources Unreserve after a failed PreBind (device binding conditions): the
+/// consumer leaves `reservedFor`; with `deallocate`, a claim no one else holds loses its
+/// allocation and device status (upstream's PostFilter deallocation).
+fn unreserve_claim(
+    store: &mut dyn ClusterStore,
+    r: &ObjectRef,
+    consumer_uid: &str,
+    deallocate: bool,
+) -> Result<bool, StoreError> {
+    let Some(Object::ResourceClaim(mut claim)) = store.get(r) else { return Ok(false) };
+    let Some(status) = claim.status.as_mut() else { return Ok(false) };
+    let reserved = status.reserved_for.get_or_insert_with(Vec::new);
+    let before = reserved.len();
+    reserved.retain(|c| c.uid != consumer_uid);
+    let mut changed = reserved.len() != before;
+    if reserved.is_empty() {
+        status.reserved_for = None;
+        if deallocate && status.allocation.is_some() {
+            status.allocation = None;
+            status.devices = None;
+            changed = true;
+        }
     }
     if !changed {
         return Ok(false);

@@ -108,6 +108,11 @@ pub enum Decision {
         allocation: Option<AllocationResult>,
         consumer: ResourceClaimConsumerReference,
     },
+    /// DynamicResources PreBind failed waiting for device binding conditions: remove the
+    /// consumer with `consumer_uid` from the claim's `reservedFor` (Unreserve) and, when
+    /// `deallocate` and nothing else holds the claim, clear its `allocation` and `devices`
+    /// (the next attempt's PostFilter).
+    ClaimUnreserve { claim: ObjectKey, consumer_uid: String, deallocate: bool },
     /// VolumeBinding PreBind, before the pod's [`Decision::Bind`]: set a PV's `claimRef`
     /// (the PV controller completes the binding) or a claim's
     /// `volume.kubernetes.io/selected-node` (dynamic provisioning).
@@ -159,6 +164,11 @@ pub struct Engine {
     pdbs: BTreeMap<PodKey, Arc<PodDisruptionBudget>>,
     /// Bindings decided but not yet confirmed by the store.
     assumed: FxHashMap<PodKey, Assumed>,
+    /// Assumed pods whose DynamicResources PreBind waits for device binding conditions
+    /// (their [`Decision::Bind`] is not emitted yet, [`binding_wait`]).
+    binding_waits: BTreeMap<PodKey, binding_wait::BindingWait>,
+    /// The scheduling clock of the current [`Engine::schedule`].
+    now_ms: u64,
     /// Decisions produced while applying events (e.g. unreadable pods), returned by the next
     /// [`Engine::schedule`].
     pending: Vec<Decision>,
@@ -215,6 +225,11 @@ impl Engine {
         let queue = SchedulingQueue::new(config.pod_initial_backoff_ms, config.pod_max_backoff_ms);
         let mut snapshot = Snapshot::new();
         snapshot.dra_mut().workload_claims = config.gates.enabled(Gate::DRAWorkloadResourceClaims);
+        snapshot.dra_mut().disabled = crate::snapshot::dra::DisabledFeatures {
+            partitionable_devices: !config.gates.enabled(Gate::DRAPartitionableDevices),
+            consumable_capacity: !config.gates.enabled(Gate::DRAConsumableCapacity),
+            binding_conditions: !config.gates.enabled(Gate::DRADeviceBindingConditions),
+        };
         Engine {
             fw,
             placements,
@@ -226,6 +241,8 @@ impl Engine {
             priority_classes: BTreeMap::new(),
             pdbs: BTreeMap::new(),
             assumed: FxHashMap::default(),
+            binding_waits: BTreeMap::new(),
+            now_ms: 0,
             pending: Vec::new(),
             next_start_node_index: 0,
             ingest_errors: Vec::new(),
@@ -727,6 +744,7 @@ impl Engine {
     /// Runs scheduling cycles for everything ready at `now_ms` and returns the decisions.
     pub fn schedule(&mut self, now_ms: u64, observer: &mut dyn Observer) -> Vec<Decision> {
         let mut out = std::mem::take(&mut self.pending);
+        self.now_ms = now_ms;
         let wall =
             self.wall_offset_ms.map(|off| i64::try_from(now_ms).unwrap_or(i64::MAX).saturating_add(off));
         self.snapshot.set_now_unix_ms(wall);
@@ -739,6 +757,7 @@ impl Engine {
             }
             self.failure_checked_unix_ms = wall;
         }
+        self.check_binding_waits(now_ms, &mut out);
         while let Some(queued) = self.queue.pop(now_ms) {
             if let Admission::Reject(reason) = self.pre_enqueue(&queued.pod) {
                 self.queue.gate(queued, reason);
@@ -761,10 +780,7 @@ impl Engine {
             let next = self.node_failure_deadlines.values().filter(|&&d| d > checked).min()?;
             u64::try_from(next.saturating_sub(off)).ok()
         });
-        match (self.queue.next_backoff_ms(), failure) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.queue.next_backoff_ms(), failure, self.next_binding_deadline_ms()].into_iter().flatten().min()
     }
 
     /// The earliest time a backed-off pod becomes ready again (retries only, without the
@@ -864,12 +880,22 @@ impl Engine {
         self.snapshot.upsert_pod(Arc::new(bound));
         let key = queued.pod.key.clone();
         self.forget_nomination(&key);
-        out.push(Decision::Bind { pod: key.clone(), uid: queued.pod.uid.clone(), node: node_name.clone() });
+        if let Some(deadline_ms) = self.binding_deadline(&queued.pod, self.now_ms) {
+            // PreBind waits for the devices' binding conditions ([`binding_wait`]).
+            self.binding_waits.insert(key.clone(), binding_wait::BindingWait { deadline_ms });
+        } else {
+            self.emit_bind(&key, &queued.pod.uid, &node_name, out);
+        }
+        self.assumed.insert(key, Assumed { node: node_name, queued });
+    }
+
+    /// The binding of an assumed pod and its `Scheduled` event.
+    fn emit_bind(&self, key: &PodKey, uid: &str, node_name: &str, out: &mut Vec<Decision>) {
+        out.push(Decision::Bind { pod: key.clone(), uid: uid.to_string(), node: node_name.to_string() });
         out.push(Decision::ScheduledEvent {
             pod: key.clone(),
             message: format!("Successfully assigned {key} to {node_name}"),
         });
-        self.assumed.insert(key, Assumed { node: node_name, queued });
     }
 
     /// Reports a failed pod and puts it back in the unschedulable pool. `clear_nomination`:
@@ -942,6 +968,7 @@ fn policy_relaxed(old: GroupPolicy, new: GroupPolicy) -> bool {
 
 #[cfg(test)]
 mod binding_tests;
+mod binding_wait;
 mod confirm;
 mod cycle;
 mod explain;

@@ -543,6 +543,25 @@ impl Sim<'_> {
         Ok(())
     }
 
+    /// A `patch` step: a JSON merge patch of the object; its `status` part, if any, goes
+    /// through the status subresource (as `kubectl patch --subresource=status`), e.g. a
+    /// DRA driver reporting a device's conditions in a ResourceClaim's `status.devices`.
+    fn patch(&mut self, target: &ObjectRef, patch: &serde_json::Value) -> Result<(), String> {
+        let status = patch.get("status").filter(|s| !s.is_null()).cloned();
+        let spec_only = patch
+            .as_object()
+            .is_some_and(|o| o.keys().all(|k| k == "status" || k == "apiVersion" || k == "kind"));
+        if status.is_none() || !spec_only {
+            self.store.merge_patch(target, patch).map_err(|e| e.to_string())?;
+        }
+        let Some(status) = status else { return Ok(()) };
+        let current = self.store.get(target).ok_or_else(|| format!("{target} not found"))?;
+        let mut doc = current.to_json();
+        placer_cluster::embedded::merge_json(&mut doc, &serde_json::json!({ "status": status }));
+        let updated = Object::from_json(target.kind, doc).map_err(|e| e.to_string())?;
+        self.store.update_status(updated).map(|_| ()).map_err(|e| e.to_string())
+    }
+
     /// Applies one step. Returns whether the cluster should settle afterwards.
     fn step(&mut self, path: &str, action: &StepAction) -> Result<bool, RunError> {
         let result: Result<(), String> = match action {
@@ -557,9 +576,7 @@ impl Sim<'_> {
             StepAction::DeleteNode(name) => {
                 self.store.delete(&ObjectRef::new(Kind::Node, "", name.clone())).map_err(|e| e.to_string())
             }
-            StepAction::Patch { target, patch } => {
-                self.store.merge_patch(target, patch).map(|_| ()).map_err(|e| e.to_string())
-            }
+            StepAction::Patch { target, patch } => self.patch(target, patch),
             StepAction::MarkNotReady(node) => self.set_ready(node, "False"),
             StepAction::MarkReady(node) => self.set_ready(node, "True"),
             StepAction::MarkUnreachable(node) => self.set_ready(node, "Unknown"),

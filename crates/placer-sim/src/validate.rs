@@ -161,6 +161,64 @@ pub(crate) fn validate(s: &Scenario, problems: &mut Vec<Problem>) {
         validate_expect(e, "expect", 0, 0, problems);
     }
     validate_job_topology(s, problems);
+    validate_counter_sets(s, problems);
+}
+
+/// Partitionable devices: a device's `consumesCounters` must name a counter set (and
+/// counters in it) that a ResourceSlice of the same pool in the file defines. The API
+/// server cannot see across slices; upstream's allocator then treats the whole pool as
+/// invalid and allocates nothing from it, so a scenario saying so is refused up front.
+fn validate_counter_sets(s: &Scenario, problems: &mut Vec<Problem>) {
+    let steps = s.steps.iter().flat_map(|step| match &step.action {
+        StepAction::Submit(list) => list.as_slice(),
+        _ => &[],
+    });
+    let slices: Vec<&Manifest> =
+        s.submit.iter().chain(steps).filter(|m| matches!(m.object, Object::ResourceSlice(_))).collect();
+    let mut sets: BTreeMap<(&str, &str, &str), BTreeSet<&str>> = BTreeMap::new();
+    for m in &slices {
+        let Object::ResourceSlice(rs) = &m.object else { continue };
+        for set in rs.spec.shared_counters.iter().flatten() {
+            let counters = sets.entry((&rs.spec.driver, &rs.spec.pool.name, &set.name)).or_default();
+            counters.extend(set.counters.keys().map(String::as_str));
+        }
+    }
+    for m in &slices {
+        let Object::ResourceSlice(rs) = &m.object else { continue };
+        for (i, d) in rs.spec.devices.iter().flatten().enumerate() {
+            for (j, c) in d.consumes_counters.iter().flatten().enumerate() {
+                let at = format!("spec.devices[{i}].consumesCounters[{j}]");
+                let Some(defined) =
+                    sets.get(&(rs.spec.driver.as_str(), rs.spec.pool.name.as_str(), c.counter_set.as_str()))
+                else {
+                    err(
+                        problems,
+                        m,
+                        &format!("{at}.counterSet"),
+                        format!(
+                            "Invalid value: {}: no ResourceSlice of pool {} (driver {}) defines this counter set in spec.sharedCounters",
+                            echo(&c.counter_set),
+                            rs.spec.pool.name,
+                            rs.spec.driver
+                        ),
+                    );
+                    continue;
+                };
+                for name in c.counters.keys().filter(|n| !defined.contains(n.as_str())) {
+                    err(
+                        problems,
+                        m,
+                        &format!("{at}.counters[{name}]"),
+                        format!(
+                            "Invalid value: {}: counter set {} does not define this counter",
+                            echo(name),
+                            c.counter_set
+                        ),
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// Kueue's topology annotations on Jobs' pod templates, as the embedded cluster's admission

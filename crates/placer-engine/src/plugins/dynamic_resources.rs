@@ -9,8 +9,10 @@
 //!   (`cannot allocate all claims`). Both are `UnschedulableAndUnresolvable`; a selector
 //!   that does not evaluate is an error.
 //! * Reserve allocates again on the decided node with the group's earlier members
-//!   assumed; PreBind hands the claim status writes (allocation, `reservedFor`) to the
-//!   commit step, which emits them before the binding.
+//!   assumed; PreBind hands the claim status writes (allocation with its
+//!   `allocationTimestamp`, `reservedFor`) to the commit step, which emits them before the
+//!   binding. When allocated devices have binding conditions, the engine holds the binding
+//!   until the driver reports them met (`engine/binding_wait.rs`).
 //!
 //! The allocator and the claim state live in the snapshot (`Snapshot::dra`), so a pod
 //! assumed during a placement search holds its devices until the rollback.
@@ -132,7 +134,20 @@ impl ReservePlugin for DynamicResources {
                 Err(m) => return Err(Status::error(NAME, m)),
             }
         }
-        .into_iter();
+        .into_iter()
+        .map(|mut a| {
+            // With DRADeviceBindingConditions and DRAResourceClaimDeviceStatus (both on
+            // in v1.36) the allocation records when it was made: the binding timeout of
+            // devices with binding conditions runs from there.
+            if a.allocation_timestamp.is_none() {
+                a.allocation_timestamp = snap.now_unix_ms().and_then(|ms| {
+                    placer_api::k8s::jiff::Timestamp::from_millisecond(ms)
+                        .ok()
+                        .map(placer_api::k8s::apimachinery::pkg::apis::meta::v1::Time)
+                });
+            }
+            a
+        });
         let writes = pre
             .claims
             .iter()

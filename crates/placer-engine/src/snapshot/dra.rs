@@ -16,6 +16,7 @@
 
 mod allocator;
 pub mod cel;
+mod shared;
 
 use allocator::alternatives;
 
@@ -117,6 +118,20 @@ pub struct DraState {
     freed: std::collections::BTreeSet<ObjectKey>,
     /// `DRAWorkloadResourceClaims`: PodGroup-owned claims and PodGroup reservations.
     pub workload_claims: bool,
+    /// The v1.36 DRA features turned off by feature gates (all on by default).
+    pub disabled: DisabledFeatures,
+}
+
+/// DRA features a configuration turned off (`DRAPartitionableDevices`,
+/// `DRAConsumableCapacity`, `DRADeviceBindingConditions`), as upstream's allocator behaves
+/// without them: slices with counters or per-device node selection and devices consuming
+/// counters are ignored; capacity requests are an error and no device is shared; devices
+/// with binding conditions are never allocated.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DisabledFeatures {
+    pub partitionable_devices: bool,
+    pub consumable_capacity: bool,
+    pub binding_conditions: bool,
 }
 
 impl DraState {
@@ -288,9 +303,8 @@ impl DraState {
         }
     }
 
-    /// Devices held by allocated claims (stored or pending).
-    pub fn in_use(&self) -> FxHashSet<DeviceId> {
-        let mut used = FxHashSet::default();
+    /// The allocations of allocated claims (stored or pending), without the freed ones.
+    fn allocations(&self) -> impl Iterator<Item = &AllocationResult> {
         let stored = self
             .claims
             .iter()
@@ -298,11 +312,36 @@ impl DraState {
             .filter_map(|(_, e)| e.stored_allocation());
         let pending =
             self.pending.iter().filter(|(k, _)| !self.freed.contains(*k)).map(|(_, p)| &*p.allocation);
-        for a in stored.chain(pending) {
+        stored.chain(pending)
+    }
+
+    /// Devices held by allocated claims (stored or pending). Devices allocated with a
+    /// share ID (consumable capacity) are in [`DraState::shared_in_use`] instead.
+    pub fn in_use(&self) -> FxHashSet<DeviceId> {
+        let mut used = FxHashSet::default();
+        for a in self.allocations() {
             let results = a.devices.as_ref().and_then(|d| d.results.as_deref()).unwrap_or(&[]);
             // Admin access does not make a device in use (upstream's allocated-devices list).
-            for r in results.iter().filter(|r| r.admin_access != Some(true)) {
+            for r in results.iter().filter(|r| r.admin_access != Some(true) && r.share_id.is_none()) {
                 used.insert((r.driver.as_str().into(), r.pool.as_str().into(), r.device.as_str().into()));
+            }
+        }
+        used
+    }
+
+    /// Capacity held on devices allocated with a share ID, by allocated claims (stored or
+    /// pending): upstream's `AggregatedCapacity`.
+    pub fn shared_in_use(&self) -> shared::SharedUse {
+        let mut used = shared::SharedUse::default();
+        for a in self.allocations() {
+            let results = a.devices.as_ref().and_then(|d| d.results.as_deref()).unwrap_or(&[]);
+            for r in results.iter().filter(|r| r.admin_access != Some(true) && r.share_id.is_some()) {
+                let id: DeviceId =
+                    (r.driver.as_str().into(), r.pool.as_str().into(), r.device.as_str().into());
+                let taken = r.consumed_capacity.iter().flatten();
+                let taken =
+                    taken.map(|(k, q)| (k.clone(), placer_api::quantity::parse_milli(&q.0).unwrap_or(0)));
+                shared::add_shared(&mut used, id, taken);
             }
         }
         used

@@ -106,7 +106,7 @@ fn trace_level_problems() {
             "t.yaml:4: cluster.generate.levels: level \"rack\" is listed twice",
             "t.yaml:4: cluster.generate.allocatable.cpu: \"-1\" is negative",
             "t.yaml:4: cluster.generate.allocatable.pods: missing: give the pod slots of a node (e.g. \"110\")",
-            "t.yaml: scheduler.featureGates.NoSuchGate: unknown feature gate \"NoSuchGate\" (known: GenericWorkload, GangScheduling, TopologyAwareWorkloadScheduling, WorkloadAwarePreemption, WorkloadWithJob, DRAWorkloadResourceClaims, TopologyAwareWorkloadPreemption, TASProfileMixed, TASProfileBestFit, TASProfileLeastFreeCapacity, TASBalancedPlacement, TASMultiLayerTopology, TASRespectNodeAffinityPreferred, TASFailedNodeReplacement, TASFailedNodeReplacementFailFast, TASReplaceNodeOnNodeTaints, TASReplaceNodeOnPodTermination, TASReplaceNodeDueToNotReadyOverFixedTime)",
+            "t.yaml: scheduler.featureGates.NoSuchGate: unknown feature gate \"NoSuchGate\" (known: GenericWorkload, GangScheduling, TopologyAwareWorkloadScheduling, WorkloadAwarePreemption, WorkloadWithJob, DRAWorkloadResourceClaims, DRAPartitionableDevices, DRAConsumableCapacity, DRADeviceBindingConditions, TopologyAwareWorkloadPreemption, TASProfileMixed, TASProfileBestFit, TASProfileLeastFreeCapacity, TASBalancedPlacement, TASMultiLayerTopology, TASRespectNodeAffinityPreferred, TASFailedNodeReplacement, TASFailedNodeReplacementFailFast, TASReplaceNodeOnNodeTaints, TASReplaceNodeOnPodTermination, TASReplaceNodeDueToNotReadyOverFixedTime)",
             "t.yaml:9: sampleInterval: invalid duration \"soon\": expected a number (expected e.g. 30s, 5m, 1h30m, 1.5s, 250ms)",
             "t.yaml: arrivals: the trace has no arrivals (arrivals or arrivalsCsv)",
         ]

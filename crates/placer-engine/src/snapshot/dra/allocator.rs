@@ -14,24 +14,25 @@
 //!   `distinctAttribute` (all different) constraints, a request or a `request/subrequest`
 //!   naming where they apply;
 //! * the first full solution in device order wins (an exhaustive search with a budget,
-//!   as upstream's).
-//!
-//! Not implemented, and rejected rather than ignored (load time in scenario files and
-//! `placer cluster`, a Pending pod whose message says so in `placer serve`): consumable
-//! capacity (`capacity` requests, devices with `allowMultipleAllocations`), partitionable
-//! devices (`sharedCounters`, `consumesCounters`) and binding conditions. In the engine
-//! such devices are never candidates (see [`unsupported_device`]), so nothing is
-//! over-allocated.
+//!   as upstream's);
+//! * partitionable devices (`sharedCounters` / `consumesCounters`) and consumable capacity
+//!   (`allowMultipleAllocations`, `capacity.requests`, `requestPolicy`, results with
+//!   `shareID` and `consumedCapacity`): see `shared.rs`;
+//! * device binding conditions: a result copies the device's `bindingConditions` and
+//!   `bindingFailureConditions`; a device with `bindsToNode` pins the allocation to the
+//!   node like a node-local one (PreBind then waits for the conditions, see the
+//!   DynamicResources plugin).
 
 use placer_api::k8s::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
 use placer_api::k8s::api::resource::v1::{
     AllocationResult, Device, DeviceAllocationResult, DeviceAttribute, DeviceRequest,
     DeviceRequestAllocationResult, DeviceSelector, DeviceTaint, DeviceToleration, ResourceSlice,
 };
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeMap;
 
 use super::cel::{self, CelError, DeviceEnv, Expr};
+use super::shared::{self, Consumed, PoolCounters, SharedUse};
 use super::{requests, ClaimEntry, DeviceId, DraState};
 use crate::framework::helper::node_selector_terms_match;
 use crate::model::NodeStatic;
@@ -48,8 +49,8 @@ pub struct RequestView<'a> {
     pub selectors: &'a [DeviceSelector],
     pub tolerations: &'a [DeviceToleration],
     pub admin_access: bool,
-    /// `capacity` requests (consumable capacity): not supported.
-    pub capacity: bool,
+    /// `capacity.requests` (consumable capacity).
+    pub capacity: Option<&'a BTreeMap<String, placer_api::k8s::apimachinery::pkg::api::resource::Quantity>>,
 }
 
 /// The ways to satisfy `r`, in the order they are tried (empty: neither `exactly` nor
@@ -64,7 +65,7 @@ pub fn alternatives(r: &DeviceRequest) -> Vec<RequestView<'_>> {
             selectors: e.selectors.as_deref().unwrap_or(&[]),
             tolerations: e.tolerations.as_deref().unwrap_or(&[]),
             admin_access: e.admin_access == Some(true),
-            capacity: e.capacity.as_ref().is_some_and(|c| c.requests.as_ref().is_some_and(|r| !r.is_empty())),
+            capacity: e.capacity.as_ref().and_then(|c| c.requests.as_ref()),
         }];
     }
     r.first_available
@@ -78,7 +79,7 @@ pub fn alternatives(r: &DeviceRequest) -> Vec<RequestView<'_>> {
             selectors: s.selectors.as_deref().unwrap_or(&[]),
             tolerations: s.tolerations.as_deref().unwrap_or(&[]),
             admin_access: false,
-            capacity: s.capacity.as_ref().is_some_and(|c| c.requests.as_ref().is_some_and(|r| !r.is_empty())),
+            capacity: s.capacity.as_ref().and_then(|c| c.requests.as_ref()),
         })
         .collect()
 }
@@ -92,23 +93,6 @@ pub fn compile(selectors: &[DeviceSelector]) -> Vec<Result<Expr, CelError>> {
             None => Err(CelError("CEL expression empty (unsupported selector type?)".into())),
         })
         .collect()
-}
-
-/// What of a device Placer's allocator does not implement, if anything (see the module
-/// docs): such a device is never allocated.
-pub fn unsupported_device(slice: &ResourceSlice, d: &Device) -> Option<&'static str> {
-    if d.allow_multiple_allocations == Some(true) {
-        return Some("allowMultipleAllocations (consumable capacity)");
-    }
-    if d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty())
-        || slice.spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty())
-    {
-        return Some("consumesCounters / sharedCounters (partitionable devices)");
-    }
-    if d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty()) {
-        return Some("bindingConditions");
-    }
-    None
 }
 
 /// Upstream's `resourceclaim.ToleratesTaint`.
@@ -140,8 +124,8 @@ fn taints_tolerated(d: &Device, tolerations: &[DeviceToleration]) -> bool {
 
 impl DraState {
     /// Checks the requests of a claim to allocate (upstream PreFilter): every request is
-    /// an `exactly` or `firstAvailable` request whose DeviceClasses exist, without
-    /// consumable capacity. The error is upstream's wording where it has one.
+    /// an `exactly` or `firstAvailable` request whose DeviceClasses exist. The error is
+    /// upstream's wording where it has one.
     pub fn check_requests(&self, entry: &ClaimEntry) -> Result<(), String> {
         for r in requests(&entry.claim) {
             let alts = alternatives(r);
@@ -162,9 +146,9 @@ impl DraState {
                 if !self.classes.contains_key(a.class) {
                     return Err(format!("request {name}: device class {} does not exist", a.class));
                 }
-                if a.capacity {
+                if self.disabled.consumable_capacity && a.capacity.is_some() {
                     return Err(format!(
-                        "resource claim {}, request {name}: capacity requests (consumable capacity) are not supported by Placer yet",
+                        "claim {}, request {name}: has capacity requests, but the DRAConsumableCapacity feature is disabled",
                         entry.key
                     ));
                 }
@@ -182,7 +166,44 @@ impl DraState {
         node: &NodeStatic,
         in_use: &FxHashSet<DeviceId>,
     ) -> Result<Option<Vec<AllocationResult>>, String> {
-        let cands = self.candidates(node);
+        self.allocate_with(claims, node, in_use, None)
+    }
+
+    /// [`DraState::allocate`] with `extra` capacity held on shared devices besides the
+    /// allocated claims' (what earlier copies took, for [`DraState::copies`]).
+    fn allocate_with(
+        &self,
+        claims: &[&ClaimEntry],
+        node: &NodeStatic,
+        in_use: &FxHashSet<DeviceId>,
+        extra: Option<&SharedUse>,
+    ) -> Result<Option<Vec<AllocationResult>>, String> {
+        let mut cands = self.candidates(node);
+        // Shared devices and counters: only looked up when a candidate needs them.
+        let needs_shared = cands.iter().any(|c| c.multi || !c.consumes.is_empty());
+        let mut shared = if needs_shared { self.shared_in_use() } else { SharedUse::default() };
+        for (id, used) in extra.into_iter().flatten() {
+            shared::add_shared(&mut shared, id.clone(), used.iter().map(|(n, m)| (n.clone(), *m)));
+        }
+        let mut pools: Vec<PoolCounters> = Vec::new();
+        let mut pool_index: BTreeMap<(&str, &str), Option<usize>> = BTreeMap::new();
+        for c in cands.iter_mut().filter(|c| !c.consumes.is_empty()) {
+            let key = (c.slice.spec.driver.as_str(), c.slice.spec.pool.name.as_str());
+            let index = *pool_index.entry(key).or_insert_with(|| {
+                let counters = self.counters_of(key.0, key.1, |id| shared::is_allocated(in_use, &shared, id));
+                counters.ok().map(|pc| {
+                    pools.push(pc);
+                    pools.len() - 1
+                })
+            });
+            c.pool = index.unwrap_or(usize::MAX);
+        }
+        // An invalid pool (a counter set consumed that no slice defines, ...) is not
+        // allocated from at all.
+        cands.retain(|c| {
+            let key = (c.slice.spec.driver.as_str(), c.slice.spec.pool.name.as_str());
+            pool_index.get(&key).is_none_or(Option::is_some)
+        });
         let mut reqs: Vec<Req<'_>> = Vec::new();
         let mut cons: Vec<Constraint<'_>> = Vec::new();
         for (ci, entry) in claims.iter().enumerate() {
@@ -197,9 +218,9 @@ impl DraState {
                         Some(sub) => format!("{}/{sub}", r.name),
                         None => r.name.clone(),
                     };
-                    if v.capacity {
+                    if self.disabled.consumable_capacity && v.capacity.is_some() {
                         return Err(format!(
-                            "claim {}, request {name}: capacity requests (consumable capacity) are not supported by Placer yet",
+                            "claim {}, request {name}: has capacity requests, but the DRAConsumableCapacity feature is disabled",
                             entry.key
                         ));
                     }
@@ -212,6 +233,7 @@ impl DraState {
                     let own =
                         entry.selectors.get(ri).and_then(|s| s.get(ai)).map(Vec::as_slice).unwrap_or(&[]);
                     let mut matching = Vec::new();
+                    let mut consumed = FxHashMap::default();
                     for (k, c) in cands.iter().enumerate() {
                         let env = DeviceEnv { driver: &c.id.0, device: c.device };
                         let ok = selectors_match(&class.selectors, &env, |i, m| {
@@ -219,9 +241,21 @@ impl DraState {
                         })? && selectors_match(own, &env, |i, m| {
                             format!("claim {}: selector #{i} on device {}: {m}", entry.key, show(&c.id))
                         })?;
-                        if ok {
-                            matching.push(k);
+                        if !ok {
+                            continue;
                         }
+                        // Capacity: what the request takes of the device must fit (and
+                        // follow its request policy); a shared device remembers it.
+                        let taken = if self.disabled.consumable_capacity {
+                            Vec::new()
+                        } else {
+                            let Some(taken) = shared::consumed(c.device, v.capacity) else { continue };
+                            taken
+                        };
+                        if c.multi {
+                            consumed.insert(k, taken);
+                        }
+                        matching.push(k);
                     }
                     let all = match v.mode.unwrap_or("ExactCount") {
                         "ExactCount" => false,
@@ -256,6 +290,7 @@ impl DraState {
                         all,
                         admin: v.admin_access,
                         tolerations: v.tolerations,
+                        consumed,
                     });
                 }
                 reqs.push(Req { claim: ci, name: &r.name, alts });
@@ -291,16 +326,41 @@ impl DraState {
             chosen: Vec::new(),
             alt: vec![0; reqs.len()],
             budget: 1_000_000,
+            shared: &shared,
+            counters_used: vec![BTreeMap::new(); pools.len()],
+            pools,
+            held: vec![0; cands.len()],
+            allocating: vec![BTreeMap::new(); cands.len()],
         };
         if !search.run(0) {
             return Ok(None);
         }
         let mut results: Vec<Vec<DeviceRequestAllocationResult>> = vec![Vec::new(); claims.len()];
-        let mut slices: Vec<Vec<&ResourceSlice>> = vec![Vec::new(); claims.len()];
+        let mut slices: Vec<Vec<(&ResourceSlice, &Device)>> = vec![Vec::new(); claims.len()];
         for &(ri, k) in &search.chosen {
             let req = &reqs[ri];
             let alt = &req.alts[search.alt[ri]];
             let c = &cands[k];
+            let position = results[req.claim].len().to_string();
+            let share_id = c.multi.then(|| {
+                let claim = claims[req.claim];
+                let uid = claim.claim.metadata.uid.as_deref().unwrap_or("");
+                shared::share_id(&[
+                    &claim.key.to_string(),
+                    uid,
+                    &alt.name,
+                    &c.id.0,
+                    &c.id.1,
+                    &c.id.2,
+                    &position,
+                ])
+            });
+            let consumed_capacity = alt
+                .consumed
+                .get(&k)
+                .filter(|v| c.multi && !v.is_empty())
+                .map(|v| v.iter().map(|x| (x.name.clone(), x.quantity.clone())).collect());
+            let non_empty = |v: &Option<Vec<String>>| v.clone().filter(|v| !v.is_empty());
             results[req.claim].push(DeviceRequestAllocationResult {
                 request: alt.name.clone(),
                 driver: c.id.0.to_string(),
@@ -308,9 +368,12 @@ impl DraState {
                 device: c.id.2.to_string(),
                 admin_access: alt.admin.then_some(true),
                 tolerations: (!alt.tolerations.is_empty()).then(|| alt.tolerations.to_vec()),
-                ..Default::default()
+                share_id,
+                consumed_capacity,
+                binding_conditions: non_empty(&c.device.binding_conditions),
+                binding_failure_conditions: non_empty(&c.device.binding_failure_conditions),
             });
-            slices[req.claim].push(c.slice);
+            slices[req.claim].push((c.slice, c.device));
         }
         Ok(Some(
             results
@@ -337,17 +400,27 @@ impl DraState {
         limit: i64,
     ) -> i64 {
         let mut used = in_use.clone();
+        let mut extra = SharedUse::default();
         let mut n = 0;
         while n < limit {
-            let Ok(Some(results)) = self.allocate(claims, node, &used) else { break };
+            let Ok(Some(results)) = self.allocate_with(claims, node, &used, Some(&extra)) else { break };
             let before = used.len();
+            let mut shared_taken = false;
             for r in results.iter().flat_map(|a| a.devices.iter().flat_map(|d| d.results.iter().flatten())) {
-                if r.admin_access != Some(true) {
-                    used.insert((r.driver.as_str().into(), r.pool.as_str().into(), r.device.as_str().into()));
+                let id: DeviceId =
+                    (r.driver.as_str().into(), r.pool.as_str().into(), r.device.as_str().into());
+                if r.share_id.is_some() {
+                    shared_taken = true;
+                    let taken = r.consumed_capacity.iter().flatten();
+                    let taken =
+                        taken.map(|(k, q)| (k.clone(), placer_api::quantity::parse_milli(&q.0).unwrap_or(0)));
+                    shared::add_shared(&mut extra, id, taken);
+                } else if r.admin_access != Some(true) {
+                    used.insert(id);
                 }
             }
             n += 1;
-            if used.len() == before {
+            if used.len() == before && !shared_taken {
                 // Nothing taken (admin access only): every copy fits.
                 return limit;
             }
@@ -357,7 +430,7 @@ impl DraState {
 
     /// The devices whose slice (or, with per-device node selection, the device itself)
     /// reaches `node`, from the newest generation of each pool, in slice-name then device
-    /// order, without the devices Placer cannot allocate ([`unsupported_device`]).
+    /// order.
     fn candidates(&self, node: &NodeStatic) -> Vec<Cand<'_>> {
         let empty = BTreeMap::new();
         let labels = node.node.metadata.labels.as_ref().unwrap_or(&empty);
@@ -370,7 +443,12 @@ impl DraState {
             [node.name.as_str(), ""].iter().filter_map(|n| self.by_node.get(*n)).flatten().collect();
         names.sort();
         let mut out = Vec::new();
+        let off = self.disabled;
         for s in names.into_iter().filter_map(|n| self.slices.get(n)) {
+            let counters = s.spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty());
+            if off.partitionable_devices && (s.spec.per_device_node_selection.is_some() || counters) {
+                continue;
+            }
             let pool = (s.spec.driver.clone(), s.spec.pool.name.clone());
             if self.newest.get(&pool) != Some(&s.spec.pool.generation) {
                 continue;
@@ -385,15 +463,40 @@ impl DraState {
                 if per_device && !reaches(d.node_name.as_ref(), d.all_nodes, d.node_selector.as_ref()) {
                     continue;
                 }
-                if unsupported_device(s, d).is_some() {
+                let consumes = d.consumes_counters.as_ref().is_some_and(|c| !c.is_empty());
+                let conditions = d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty());
+                if (off.partitionable_devices && consumes) || (off.binding_conditions && conditions) {
                     continue;
                 }
                 let id =
                     (s.spec.driver.as_str().into(), s.spec.pool.name.as_str().into(), d.name.as_str().into());
-                out.push(Cand { id, device: d, slice: s });
+                out.push(Cand {
+                    id,
+                    device: d,
+                    slice: s,
+                    multi: !off.consumable_capacity && d.allow_multiple_allocations == Some(true),
+                    consumes: shared::consumption(d),
+                    pool: usize::MAX,
+                });
             }
         }
         out
+    }
+}
+
+impl DraState {
+    /// The counters of pool (`driver`, `pool`): every slice of its newest generation.
+    fn counters_of(
+        &self,
+        driver: &str,
+        pool: &str,
+        allocated: impl Fn(&DeviceId) -> bool,
+    ) -> Result<PoolCounters, String> {
+        let generation = self.newest.get(&(driver.to_string(), pool.to_string())).copied();
+        let slices = self.slices.values().map(|s| &**s).filter(move |s| {
+            s.spec.driver == driver && s.spec.pool.name == pool && Some(s.spec.pool.generation) == generation
+        });
+        shared::pool_counters(slices, allocated)
     }
 }
 
@@ -415,12 +518,19 @@ fn selectors_match(
     Ok(true)
 }
 
-/// Upstream's `createNodeSelector`: a node-local device pins the allocation to its node;
-/// otherwise the slices' node selectors are merged; devices for all nodes add nothing.
-fn node_selector(slices: &[&ResourceSlice], node: &str) -> Option<NodeSelector> {
+/// Upstream's `createNodeSelector`: a node-local device (or one that `bindsToNode`) pins
+/// the allocation to its node; otherwise the node selectors are merged; devices for all
+/// nodes add nothing.
+fn node_selector(devices: &[(&ResourceSlice, &Device)], node: &str) -> Option<NodeSelector> {
     let mut term = NodeSelectorTerm::default();
-    for s in slices {
-        if s.spec.node_name.is_some() {
+    for (s, d) in devices {
+        // With per-device node selection the device says where it is.
+        let (node_name, selector) = if s.spec.per_device_node_selection == Some(true) {
+            (d.node_name.as_ref(), d.node_selector.as_ref())
+        } else {
+            (s.spec.node_name.as_ref(), s.spec.node_selector.as_ref())
+        };
+        if node_name.is_some() || d.binds_to_node == Some(true) {
             return Some(NodeSelector {
                 node_selector_terms: vec![NodeSelectorTerm {
                     match_fields: Some(vec![NodeSelectorRequirement {
@@ -432,7 +542,7 @@ fn node_selector(slices: &[&ResourceSlice], node: &str) -> Option<NodeSelector> 
                 }],
             });
         }
-        if let Some(first) = s.spec.node_selector.as_ref().and_then(|n| n.node_selector_terms.first()) {
+        if let Some(first) = selector.and_then(|n| n.node_selector_terms.first()) {
             for (from, to) in [
                 (&first.match_fields, &mut term.match_fields),
                 (&first.match_expressions, &mut term.match_expressions),
@@ -454,6 +564,12 @@ struct Cand<'a> {
     id: DeviceId,
     device: &'a Device,
     slice: &'a ResourceSlice,
+    /// `allowMultipleAllocations`.
+    multi: bool,
+    /// What it consumes of its pool's counters.
+    consumes: Vec<(shared::CounterKey, i64)>,
+    /// Its pool's counters in [`Search::pools`] (`usize::MAX`: it consumes none).
+    pool: usize,
 }
 
 /// A request of one of the claims being allocated.
@@ -476,6 +592,8 @@ struct Alt<'a> {
     all: bool,
     admin: bool,
     tolerations: &'a [DeviceToleration],
+    /// What it takes of each capacity of the shared devices (by candidate) of `matching`.
+    consumed: FxHashMap<usize, Vec<Consumed>>,
 }
 
 /// A `matchAttribute` or `distinctAttribute` constraint while searching.
@@ -509,6 +627,15 @@ struct Search<'a, 'b> {
     /// The alternative being tried for each request.
     alt: Vec<usize>,
     budget: u32,
+    /// Capacity held on shared devices by allocated claims.
+    shared: &'b SharedUse,
+    /// Counters left in each pool after the allocated devices, and what this search took.
+    pools: Vec<PoolCounters>,
+    counters_used: Vec<BTreeMap<shared::CounterKey, i64>>,
+    /// How many times this search picked each candidate, and what it took of a shared
+    /// device's capacity.
+    held: Vec<u32>,
+    allocating: Vec<BTreeMap<String, i64>>,
 }
 
 impl Search<'_, '_> {
@@ -549,14 +676,13 @@ impl Search<'_, '_> {
                 }
                 continue;
             }
-            let claim = reqs[ri].claim;
-            self.taken[k].push(claim);
+            self.take(ri, a, k);
             self.chosen.push((ri, k));
             if self.pick(ri, a, pos + 1, got + 1) {
                 return true;
             }
             self.chosen.pop();
-            self.taken[k].pop();
+            self.untake(ri, a, k);
             self.remove_constraints(ri, a, k);
             if alt.all {
                 return false;
@@ -565,16 +691,88 @@ impl Search<'_, '_> {
         false
     }
 
-    /// In use (by an allocated claim or earlier in this search) and taints.
+    /// In use (by an allocated claim or earlier in this search), taints, capacity left on
+    /// a shared device, counters left in the pool.
     fn usable(&self, ri: usize, a: usize, k: usize) -> bool {
-        let (req, alt) = (&self.reqs[ri], &self.reqs[ri].alts[a]);
+        let (req, alt, c) = (&self.reqs[ri], &self.reqs[ri].alts[a], &self.cands[k]);
         let taken = &self.taken[k];
-        let free = if alt.admin {
+        let free = if c.multi {
+            !self.in_use.contains(&c.id)
+        } else if alt.admin {
             !taken.contains(&req.claim)
         } else {
-            taken.is_empty() && !self.in_use.contains(&self.cands[k].id)
+            taken.is_empty() && !self.in_use.contains(&c.id)
         };
-        free && (!alt.all || taints_tolerated(self.cands[k].device, alt.tolerations))
+        if !free || (alt.all && !taints_tolerated(c.device, alt.tolerations)) {
+            return false;
+        }
+        if let Some(wanted) = alt.consumed.get(&k) {
+            let held = self.shared.get(&c.id);
+            let fits = wanted.iter().all(|w| {
+                let before = held.and_then(|h| h.get(&w.name)).copied().unwrap_or(0)
+                    + self.allocating[k].get(&w.name).copied().unwrap_or(0);
+                before.saturating_add(w.milli) <= w.value
+            });
+            if !fits {
+                return false;
+            }
+        }
+        if self.counts_counters(k) {
+            let (left, used) = (&self.pools[c.pool].available, &self.counters_used[c.pool]);
+            let fits = c.consumes.iter().all(|(key, amount)| {
+                left.get(key)
+                    .is_some_and(|l| used.get(key).copied().unwrap_or(0).saturating_add(*amount) <= *l)
+            });
+            if !fits {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Whether picking candidate `k` now consumes its counters: a shared device consumes
+    /// them once, when nothing holds it yet (upstream's `skipCounterCheck`).
+    fn counts_counters(&self, k: usize) -> bool {
+        let c = &self.cands[k];
+        !c.consumes.is_empty()
+            && c.pool != usize::MAX
+            && !(c.multi && (self.shared.contains_key(&c.id) || self.held[k] > 0))
+    }
+
+    /// Marks candidate `k` picked for alternative `a` of request `ri`.
+    fn take(&mut self, ri: usize, a: usize, k: usize) {
+        let reqs = self.reqs;
+        let (c, alt) = (&self.cands[k], &reqs[ri].alts[a]);
+        if self.counts_counters(k) {
+            for (key, amount) in &c.consumes {
+                *self.counters_used[c.pool].entry(key.clone()).or_default() += amount;
+            }
+        }
+        self.held[k] += 1;
+        if !c.multi {
+            self.taken[k].push(reqs[ri].claim);
+        }
+        for w in alt.consumed.get(&k).into_iter().flatten() {
+            *self.allocating[k].entry(w.name.clone()).or_default() += w.milli;
+        }
+    }
+
+    /// Undoes [`Search::take`].
+    fn untake(&mut self, ri: usize, a: usize, k: usize) {
+        let reqs = self.reqs;
+        let (c, alt) = (&self.cands[k], &reqs[ri].alts[a]);
+        for w in alt.consumed.get(&k).into_iter().flatten() {
+            *self.allocating[k].entry(w.name.clone()).or_default() -= w.milli;
+        }
+        if !c.multi {
+            self.taken[k].pop();
+        }
+        self.held[k] -= 1;
+        if self.counts_counters(k) {
+            for (key, amount) in &c.consumes {
+                *self.counters_used[c.pool].entry(key.clone()).or_default() -= amount;
+            }
+        }
     }
 
     fn applies(c: &Constraint<'_>, req: &Req<'_>, alt: &Alt<'_>) -> bool {

@@ -507,22 +507,233 @@ fn all_mode_without_any_matching_device_has_no_solution() {
 }
 
 #[test]
-fn unsupported_features_are_errors_or_never_candidates() {
-    let mut shared = mem_device("shared", "1Gi", "1.0.0");
-    shared.allow_multiple_allocations = Some(true);
-    let s = one_node(vec![shared]);
-    let c = claim("c", vec![request("req-0", "gpu", None, Some(1), &[])], vec![]);
-    assert_eq!(alloc(&s, &c, &[]), None, "consumable-capacity devices are not allocated");
-    let mut r = request("req-0", "gpu", None, Some(1), &[]);
-    r.exactly.as_mut().unwrap().capacity = Some(placer_api::k8s::api::resource::v1::CapacityRequirements {
-        requests: Some([("memory".to_string(), Quantity("1Gi".into()))].into()),
-    });
-    let c = claim("c", vec![r], vec![]);
-    let err = s.check_requests(&c).unwrap_err();
-    assert!(err.contains("consumable capacity") && err.contains("default/c"), "{err}");
-    // A subrequest of a class that does not exist: upstream's message.
+fn a_subrequest_of_a_missing_class_is_upstream_s_message() {
+    let s = state();
     let c = claim("c", vec![prioritized("req-0", vec![sub("sub-0", "nope", 1, &[])])], vec![]);
     assert_eq!(s.check_requests(&c).unwrap_err(), "request req-0/sub-0: device class nope does not exist");
+}
+
+// Partitionable devices (upstream allocator_testing.go, "partitionable-devices-*").
+
+fn counter_device(name: &str, sets: &[(&str, &[(&str, &str)])]) -> Device {
+    use placer_api::k8s::api::resource::v1::{Counter, DeviceCounterConsumption};
+    Device {
+        name: name.into(),
+        consumes_counters: Some(
+            sets.iter()
+                .map(|(set, counters)| DeviceCounterConsumption {
+                    counter_set: set.to_string(),
+                    counters: counters
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), Counter { value: Quantity(v.to_string()) }))
+                        .collect(),
+                })
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+/// A pool of two slices on n1: `devices`, and the counter sets in a slice of their own.
+fn partitioned(s: &mut DraState, pool: &str, devices: Vec<Device>, sets: &[(&str, &[(&str, &str)])]) {
+    use placer_api::k8s::api::resource::v1::{Counter, CounterSet};
+    let mk = |name: String, devices: Option<Vec<Device>>, shared: Option<Vec<CounterSet>>| {
+        Arc::new(ResourceSlice {
+            metadata: ObjectMeta { name: Some(name), ..Default::default() },
+            spec: ResourceSliceSpec {
+                driver: DRIVER.into(),
+                node_name: Some("n1".into()),
+                pool: ResourcePool { name: pool.into(), generation: 1, resource_slice_count: 2 },
+                devices,
+                shared_counters: shared,
+                ..Default::default()
+            },
+        })
+    };
+    let sets = sets
+        .iter()
+        .map(|(set, counters)| CounterSet {
+            name: set.to_string(),
+            counters: counters
+                .iter()
+                .map(|(k, v)| (k.to_string(), Counter { value: Quantity(v.to_string()) }))
+                .collect(),
+        })
+        .collect();
+    s.upsert_slice(mk(format!("{pool}-devices"), Some(devices), None));
+    s.upsert_slice(mk(format!("{pool}-counters"), None, Some(sets)));
+}
+
+#[test]
+fn partitionable_devices_fit_the_counters_left_in_their_pool() {
+    // "partitionable-devices-multiple-devices": 4Gi + 6Gi exceed 8Gi, 4Gi + 4Gi fit.
+    let mut s = DraState::default();
+    s.upsert_class(class("gpu", DRIVER));
+    let devices = vec![
+        counter_device("device-1", &[("counter-set-1", &[("memory", "4Gi")])]),
+        counter_device("device-2", &[("counter-set-1", &[("memory", "6Gi")])]),
+        counter_device("device-3", &[("counter-set-1", &[("memory", "4Gi")])]),
+    ];
+    partitioned(&mut s, "pool1", devices, &[("counter-set-1", &[("memory", "8Gi")])]);
+    let two = claim(
+        "c",
+        vec![request("req-0", "gpu", None, Some(1), &[]), request("req-1", "gpu", None, Some(1), &[])],
+        vec![],
+    );
+    let got = alloc(&s, &two, &[]).expect("fits");
+    assert_eq!(results_of(&got[0]), pairs(&[("req-0", "pool1/device-1"), ("req-1", "pool1/device-3")]));
+    // "partitionable-devices-no-capacity-available": device-2 (16Gi) allocated of 18Gi.
+    let mut s = DraState::default();
+    s.upsert_class(class("gpu", DRIVER));
+    let devices = vec![
+        counter_device("device-1", &[("counter-set-1", &[("memory", "4Gi")])]),
+        counter_device("device-2", &[("counter-set-1", &[("memory", "16Gi")])]),
+    ];
+    partitioned(&mut s, "pool1", devices, &[("counter-set-1", &[("memory", "18Gi")])]);
+    let one = claim("c", vec![request("req-0", "gpu", None, Some(1), &[])], vec![]);
+    assert_eq!(alloc(&s, &one, &["device-2"]), None);
+    assert!(alloc(&s, &one, &[]).is_some());
+}
+
+#[test]
+fn partitionable_devices_of_several_pools_and_counter_sets() {
+    // "partitionable-devices-multiple-pools": pool1 has device-2 and device-3 allocated
+    // (10 of 18Gi, 8 of 8 cpus), pool2 has device-1 allocated (6 of 8 cpus): only pool2's
+    // device-2 and device-3 (1 cpu each) fit.
+    let mut s = DraState::default();
+    s.upsert_class(class("gpu", DRIVER));
+    let set: &[(&str, &[(&str, &str)])] = &[("counter-set-1", &[("cpus", "8"), ("memory", "18Gi")])];
+    let mk = |a: (&str, &str), b: (&str, &str), c: (&str, &str)| {
+        vec![
+            counter_device("device-1", &[("counter-set-1", &[("cpus", a.0), ("memory", a.1)])]),
+            counter_device("device-2", &[("counter-set-1", &[("cpus", b.0), ("memory", b.1)])]),
+            counter_device("device-3", &[("counter-set-1", &[("cpus", c.0), ("memory", c.1)])]),
+        ]
+    };
+    partitioned(&mut s, "pool1", mk(("6", "4Gi"), ("4", "6Gi"), ("4", "4Gi")), set);
+    partitioned(&mut s, "pool2", mk(("6", "4Gi"), ("1", "7Gi"), ("1", "7Gi")), set);
+    let used: FxHashSet<DeviceId> = [("pool1", "device-2"), ("pool1", "device-3"), ("pool2", "device-1")]
+        .iter()
+        .map(|(p, d)| (DRIVER.into(), (*p).into(), (*d).into()))
+        .collect();
+    let two = claim(
+        "c",
+        vec![request("req-0", "gpu", None, Some(1), &[]), request("req-1", "gpu", None, Some(1), &[])],
+        vec![],
+    );
+    let got = s.allocate(&[&two], &node("n1").build(), &used).unwrap().expect("fits");
+    assert_eq!(results_of(&got[0]), pairs(&[("req-0", "pool2/device-2"), ("req-1", "pool2/device-3")]));
+}
+
+#[test]
+fn a_pool_consuming_an_undefined_counter_set_is_not_allocated_from() {
+    let mut s = DraState::default();
+    s.upsert_class(class("gpu", DRIVER));
+    let devices = vec![counter_device("device-1", &[("nope", &[("memory", "1Gi")])])];
+    partitioned(&mut s, "pool1", devices, &[("counter-set-1", &[("memory", "8Gi")])]);
+    let one = claim("c", vec![request("req-0", "gpu", None, Some(1), &[])], vec![]);
+    assert_eq!(alloc(&s, &one, &[]), None);
+}
+
+// Consumable capacity (upstream allocator_testing.go, "consumable-capacity-*").
+
+fn shared_device(
+    name: &str,
+    memory: &str,
+    policy: Option<placer_api::k8s::api::resource::v1::CapacityRequestPolicy>,
+) -> Device {
+    Device {
+        name: name.into(),
+        allow_multiple_allocations: Some(true),
+        capacity: Some(
+            [(
+                "memory".to_string(),
+                DeviceCapacity { value: Quantity(memory.into()), request_policy: policy },
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    }
+}
+
+fn capacity_request(name: &str, memory: &str) -> DeviceRequest {
+    let mut r = request(name, "gpu", None, Some(1), &[]);
+    r.exactly.as_mut().unwrap().capacity = Some(placer_api::k8s::api::resource::v1::CapacityRequirements {
+        requests: Some([("memory".to_string(), Quantity(memory.into()))].into()),
+    });
+    r
+}
+
+#[test]
+fn a_shared_device_serves_claims_while_capacity_remains() {
+    let s = one_node(vec![shared_device("device-1", "8Gi", None)]);
+    // Two requests of one claim share the device: 4Gi + 4Gi of 8Gi.
+    let c = claim("c", vec![capacity_request("req-0", "4Gi"), capacity_request("req-1", "4Gi")], vec![]);
+    let got = alloc(&s, &c, &[]).expect("fits");
+    let results = got[0].devices.as_ref().unwrap().results.as_ref().unwrap();
+    assert_eq!(results.len(), 2);
+    for r in results {
+        assert_eq!(r.device, "device-1");
+        assert_eq!(r.consumed_capacity.as_ref().unwrap()["memory"], Quantity("4Gi".into()));
+        assert!(r.share_id.is_some());
+    }
+    assert_ne!(results[0].share_id, results[1].share_id);
+    // 4Gi + 6Gi do not fit.
+    let c = claim("c", vec![capacity_request("req-0", "4Gi"), capacity_request("req-1", "6Gi")], vec![]);
+    assert_eq!(alloc(&s, &c, &[]), None);
+}
+
+#[test]
+fn capacity_held_by_allocated_claims_counts_and_shared_devices_are_not_in_use() {
+    let mut s = one_node(vec![shared_device("device-1", "8Gi", None)]);
+    let first = claim("first", vec![capacity_request("req-0", "6Gi")], vec![]);
+    let allocation = alloc(&s, &first, &[]).unwrap().remove(0);
+    let mut stored = ResourceClaim::clone(&first.claim);
+    stored.status = Some(placer_api::k8s::api::resource::v1::ResourceClaimStatus {
+        allocation: Some(allocation),
+        ..Default::default()
+    });
+    s.upsert_claim(Arc::new(stored));
+    assert!(s.in_use().is_empty(), "a shared device is not in use");
+    assert_eq!(s.shared_in_use().values().next().unwrap()["memory"], 6 * 1024 * 1024 * 1024 * 1000);
+    let small = claim("small", vec![capacity_request("req-0", "2Gi")], vec![]);
+    assert!(alloc(&s, &small, &[]).is_some(), "2Gi of the 2Gi left");
+    let big = claim("big", vec![capacity_request("req-0", "3Gi")], vec![]);
+    assert_eq!(alloc(&s, &big, &[]), None);
+    // Without a capacity request a claim takes the whole value: nothing left for it.
+    let whole = claim("whole", vec![request("req-0", "gpu", None, Some(1), &[])], vec![]);
+    assert_eq!(alloc(&s, &whole, &[]), None);
+    // Copies: 2Gi each, one copy.
+    assert_eq!(s.copies(&[&small], &node("n1").build(), &FxHashSet::default(), 10), 1);
+}
+
+#[test]
+fn capacity_requests_on_an_ordinary_device_are_a_minimum() {
+    // CmpRequestOverCapacity on a device without allowMultipleAllocations: the request must
+    // fit its value; no share ID, no consumed capacity recorded.
+    let s = one_node(vec![mem_device("small", "4Gi", "1.0.0"), mem_device("big", "16Gi", "1.0.0")]);
+    let c = claim("c", vec![capacity_request("req-0", "8Gi")], vec![]);
+    let got = alloc(&s, &c, &[]).expect("fits");
+    let r = &got[0].devices.as_ref().unwrap().results.as_ref().unwrap()[0];
+    assert_eq!((r.device.as_str(), r.share_id.as_ref(), r.consumed_capacity.as_ref()), ("big", None, None));
+}
+
+#[test]
+fn binding_conditions_are_copied_and_binds_to_node_pins_the_allocation() {
+    let mut d = device("d", &[]);
+    d.binding_conditions = Some(vec!["attached".into()]);
+    d.binding_failure_conditions = Some(vec!["failed".into()]);
+    d.binds_to_node = Some(true);
+    let mut s = DraState::default();
+    s.upsert_class(class("gpu", DRIVER));
+    s.upsert_slice(slice("fabric", DRIVER, None, vec![d]));
+    let c = claim("c", vec![request("r", "gpu", None, Some(1), &[])], vec![]);
+    let got = s.allocate(&[&c], &node("n7").build(), &FxHashSet::default()).unwrap().unwrap();
+    let r = &got[0].devices.as_ref().unwrap().results.as_ref().unwrap()[0];
+    assert_eq!(r.binding_conditions.as_deref(), Some(&["attached".to_string()][..]));
+    assert_eq!(r.binding_failure_conditions.as_deref(), Some(&["failed".to_string()][..]));
+    let terms = &got[0].node_selector.as_ref().expect("pinned").node_selector_terms;
+    assert_eq!(terms[0].match_fields.as_ref().unwrap()[0].values.as_deref(), Some(&["n7".to_string()][..]));
 }
 
 #[test]
@@ -605,4 +816,53 @@ fn copies_count_the_pods_a_node_s_free_devices_serve() {
     used.insert((DRIVER.into(), "n1".into(), "g1".into()));
     assert_eq!(s.copies(&[&one], &n1, &used, 110), 2, "a device in use is not counted");
     assert_eq!(s.copies(&[&one], &node("n3").build(), &none, 110), 0, "no devices");
+}
+
+#[test]
+fn copies_count_counters_and_shared_capacity() {
+    // Three 4Gi partitions of an 8Gi GPU serve two pods; a shared 8Gi device serves four
+    // claims of 2Gi.
+    let mut s = DraState::default();
+    s.upsert_class(class("gpu", DRIVER));
+    let devices =
+        (0..3).map(|i| counter_device(&format!("part-{i}"), &[("gpu-0", &[("memory", "4Gi")])])).collect();
+    partitioned(&mut s, "pool1", devices, &[("gpu-0", &[("memory", "8Gi")])]);
+    let one = claim("c", vec![request("r", "gpu", None, Some(1), &[])], vec![]);
+    assert_eq!(s.copies(&[&one], &node("n1").build(), &FxHashSet::default(), 10), 2);
+    let s = one_node(vec![shared_device("nic", "8Gi", None)]);
+    let small = claim("small", vec![capacity_request("req-0", "2Gi")], vec![]);
+    assert_eq!(s.copies(&[&small], &node("n1").build(), &FxHashSet::default(), 10), 4);
+}
+
+#[test]
+fn features_turned_off_by_their_gates_behave_as_upstream_without_them() {
+    use super::DisabledFeatures;
+    let mut s = DraState::default();
+    s.upsert_class(class("gpu", DRIVER));
+    let devices = vec![counter_device("part-0", &[("gpu-0", &[("memory", "4Gi")])])];
+    partitioned(&mut s, "pool1", devices, &[("gpu-0", &[("memory", "8Gi")])]);
+    let one = claim("c", vec![request("r", "gpu", None, Some(1), &[])], vec![]);
+    assert!(alloc(&s, &one, &[]).is_some());
+    s.disabled = DisabledFeatures { partitionable_devices: true, ..Default::default() };
+    assert_eq!(alloc(&s, &one, &[]), None, "devices consuming counters are ignored");
+
+    let mut s = one_node(vec![shared_device("nic", "8Gi", None)]);
+    s.disabled = DisabledFeatures { consumable_capacity: true, ..Default::default() };
+    let c = claim("c", vec![capacity_request("req-0", "2Gi")], vec![]);
+    let err = s.check_requests(&c).unwrap_err();
+    assert!(err.contains("DRAConsumableCapacity feature is disabled") && err.contains("default/c"), "{err}");
+    let two = claim(
+        "c",
+        vec![request("a", "gpu", None, Some(1), &[]), request("b", "gpu", None, Some(1), &[])],
+        vec![],
+    );
+    assert_eq!(alloc(&s, &two, &[]), None, "a device is not shared without the gate");
+
+    let mut d = device("d", &[]);
+    d.binding_conditions = Some(vec!["attached".into()]);
+    d.binding_failure_conditions = Some(vec!["failed".into()]);
+    let mut s = one_node(vec![d]);
+    assert!(alloc(&s, &one, &[]).is_some());
+    s.disabled = DisabledFeatures { binding_conditions: true, ..Default::default() };
+    assert_eq!(alloc(&s, &one, &[]), None, "devices with binding conditions are not allocated");
 }

@@ -944,6 +944,7 @@ mod binding_tests;
 mod confirm;
 mod cycle;
 mod explain;
+pub use crate::placement::{PlacementScores, ScoredPlacement};
 pub use explain::{DomainFit, FilterSummary, GroupExplanation};
 mod outcome;
 mod preempt;

@@ -50,9 +50,9 @@ pub use config::{
     TopologyAlgorithm, TopologyAlgorithms,
 };
 pub use engine::{
-    ClusterEvent, Decision, DomainFit, Engine, FilterSummary, GroupExplanation, StorageEvent, VolumeWrite,
-    CONDITION_POD_GROUP_SCHEDULED, REASON_NODE_FAILURES, REASON_SCHEDULED, REASON_SCHEDULER_ERROR,
-    REASON_UNSCHEDULABLE,
+    ClusterEvent, Decision, DomainFit, Engine, FilterSummary, GroupExplanation, PlacementScores,
+    ScoredPlacement, StorageEvent, VolumeWrite, CONDITION_POD_GROUP_SCHEDULED, REASON_NODE_FAILURES,
+    REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE,
 };
 pub use framework::registry::{EffectiveProfile, UnknownPlugin};
 

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use placer_cluster::ClusterStore;
-use placer_engine::{GroupExplanation, GroupKey};
+use placer_engine::{GroupExplanation, GroupKey, PlacementScores, ScoredPlacement};
 use placer_sim::explain::{explain, format_amount, format_resources};
 use placer_sim::{GroupRow, RunOptions, RunReport};
 
@@ -259,6 +259,9 @@ fn write_text(
             writeln!(out, "   {DIM}* holds bound pods of the group{RESET}")?;
         }
     }
+    if let Some(p) = &e.placements {
+        write_placement_scores(out, p, e.placements_as_decided, top)?;
+    }
     if let Some(f) = &e.filters {
         write!(out, "  filters: {}/{} nodes pass for this pod", f.feasible, f.nodes)?;
         if f.reasons.is_empty() {
@@ -269,6 +272,101 @@ fn write_text(
         }
     }
     Ok(())
+}
+
+/// The placement search's candidates with each PlacementScore plugin's score: `raw ->
+/// normalized x weight` per plugin, the total, the winner marked `<`.
+fn write_placement_scores(
+    out: &mut dyn Write,
+    p: &PlacementScores,
+    as_decided: bool,
+    top: usize,
+) -> std::io::Result<()> {
+    let when = if as_decided {
+        "the cycle that placed it, its own pods taken out of today's cluster"
+    } else {
+        "the next cycle, for the pods still to place"
+    };
+    let plugins: Vec<String> = p.plugins.iter().map(|(n, w)| format!("{n} (weight {w})")).collect();
+    writeln!(
+        out,
+        "  placements ({when}): {} candidates; score plugins: {}",
+        p.candidates.len(),
+        if plugins.is_empty() { "none".to_string() } else { plugins.join(", ") }
+    )?;
+    if let Some(note) = &p.note {
+        writeln!(out, "   {DIM}{note}{RESET}")?;
+    }
+    let mut table = comfy_table::Table::new();
+    table.load_style(comfy_table::presets::NOTHING);
+    let mut header = vec!["placement".to_string(), "nodes".to_string(), "pods".to_string()];
+    header.extend(p.plugins.iter().map(|(n, _)| n.clone()));
+    header.push("total".to_string());
+    table.set_header(header);
+    // The winner first, then the scored ones by total, then the rest in evaluation order.
+    let mut rows: Vec<&ScoredPlacement> = p.candidates.iter().collect();
+    rows.sort_by_key(|c| (!c.winner, std::cmp::Reverse(c.total)));
+    for c in rows.iter().take(top) {
+        let mut cells = vec![
+            if c.winner { format!("{} <", c.name) } else { c.name.clone() },
+            c.nodes.to_string(),
+            c.pods.map_or_else(|| "-".to_string(), |n| n.to_string()),
+        ];
+        if c.raw.is_empty() {
+            let why = if !c.evaluated {
+                "not evaluated (enough feasible placements found)".to_string()
+            } else {
+                format!("infeasible: {}", c.reason)
+            };
+            cells.push(why);
+        } else {
+            for ((raw, norm), (_, weight)) in c.raw.iter().zip(&c.normalized).zip(&p.plugins) {
+                cells.push(if raw == norm {
+                    format!("{norm} x{weight}")
+                } else {
+                    format!("{raw} -> {norm} x{weight}")
+                });
+            }
+            cells.push(c.total.map_or_else(String::new, |t| t.to_string()));
+        }
+        table.add_row(cells);
+    }
+    for line in table.to_string().lines() {
+        writeln!(out, "   {}", line.trim_end())?;
+    }
+    if p.candidates.len() > top {
+        writeln!(out, "   {DIM}({} more; --all shows every one){RESET}", p.candidates.len() - top)?;
+    }
+    match (&p.decided_by, p.candidates.iter().find(|c| c.winner)) {
+        (Some(why), Some(w)) => {
+            writeln!(out, "   won: {} ({why}){DIM}; score cells: raw -> normalized x weight{RESET}", w.name)?
+        }
+        _ => writeln!(out, "   won: none (no placement is feasible)")?,
+    }
+    Ok(())
+}
+
+fn placement_scores_json(p: &PlacementScores, as_decided: bool) -> serde_json::Value {
+    serde_json::json!({
+        "computedFor": if as_decided { "decidedCycle" } else { "nextCycle" },
+        "plugins": p.plugins.iter().map(|(n, w)| serde_json::json!({"name": n, "weight": w})).collect::<Vec<_>>(),
+        "placementsToFind": (p.to_find != usize::MAX).then_some(p.to_find),
+        "decidedBy": p.decided_by,
+        "note": p.note,
+        "candidates": p.candidates.iter().map(|c| serde_json::json!({
+            "name": c.name,
+            "nodes": c.nodes,
+            "evaluated": c.evaluated,
+            "feasible": c.feasible,
+            "pods": c.pods,
+            "reason": (!c.reason.is_empty()).then_some(&c.reason),
+            "scores": (!c.raw.is_empty()).then(|| p.plugins.iter().zip(c.raw.iter().zip(&c.normalized)).map(|((n, w), (raw, norm))| serde_json::json!({
+                "plugin": n, "raw": raw, "normalized": norm, "weight": w, "weighted": norm.saturating_mul(*w),
+            })).collect::<Vec<_>>()),
+            "total": c.total,
+            "winner": c.winner,
+        })).collect::<Vec<_>>(),
+    })
 }
 
 fn pairs(list: &[(String, i64)]) -> serde_json::Value {
@@ -300,6 +398,7 @@ fn to_json(e: &GroupExplanation, row: Option<&GroupRow>) -> serde_json::Value {
             "podsFit": d.fits,
             "shortfall": pairs(&d.shortfall),
         })).collect::<Vec<_>>(),
+        "placements": e.placements.as_ref().map(|p| placement_scores_json(p, e.placements_as_decided)),
         "filters": e.filters.as_ref().map(|f| serde_json::json!({
             "nodes": f.nodes,
             "feasible": f.feasible,

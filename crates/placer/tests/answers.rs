@@ -155,6 +155,52 @@ fn explain_prints_each_racks_free_gpus_and_the_shortfall() {
 }
 
 #[test]
+fn explain_says_why_the_winning_placement_won_with_each_plugins_score() {
+    // rack-c (two nodes) and rack-b (three) both hold the four pods (PodGroupPodsCount 4 ->
+    // 100 each); rack-a holds two (2 -> 50). NodeResourcesFit (MostAllocated over the
+    // placement with the pods placed) prefers the smaller, fuller rack-c to rack-b.
+    let out = placer(&["explain", "examples/explain-scores.yaml", "default/train"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("score plugins: PodGroupPodsCount (weight 1), NodeResourcesFit (weight 1)"),
+        "{stdout}"
+    );
+    // The placement rows (those with score cells), the winner marked `<`.
+    let row = |name: &str| {
+        let prefix = format!("{name} ");
+        stdout.lines().find(|l| l.trim_start().starts_with(&prefix) && l.contains(" x1")).unwrap_or_default()
+    };
+    let (c, b, a) = (row("rack-c"), row("rack-b"), row("rack-a"));
+    assert!(c.contains("rack-c <") && c.contains("4 -> 100 x1") && c.ends_with(" 162"), "{c}\n{stdout}");
+    assert!(b.contains("4 -> 100 x1") && b.ends_with(" 141"), "{b}\n{stdout}");
+    assert!(a.contains("2 -> 50 x1") && a.ends_with(" 101"), "{a}\n{stdout}");
+    assert!(stdout.contains("won: rack-c (highest total score)"), "{stdout}");
+
+    let out = placer(&["explain", "examples/explain-scores.yaml", "default/train", "-o", "json"]);
+    let (stdout, _) = text(&out);
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    let p = &v[0]["podGroups"][0]["placements"];
+    assert_eq!(p["computedFor"], "decidedCycle");
+    let candidates = p["candidates"].as_array().cloned().unwrap_or_default();
+    let winner: Vec<_> = candidates.iter().filter(|c| c["winner"] == true).collect();
+    assert_eq!(winner.len(), 1, "{p}");
+    assert_eq!(winner[0]["name"], "rack-c");
+    assert_eq!(winner[0]["total"], 162);
+    let scores = winner[0]["scores"].as_array().cloned().unwrap_or_default();
+    assert_eq!(scores[0]["plugin"], "PodGroupPodsCount");
+    assert_eq!((scores[0]["raw"].clone(), scores[0]["normalized"].clone()), (4.into(), 100.into()));
+    let sum: i64 = scores.iter().map(|s| s["weighted"].as_i64().unwrap_or(0)).sum();
+    assert_eq!(sum, 162, "the total is the sum of weight x normalized score");
+
+    // A group that fits nowhere: every placement infeasible, with the reason, no winner.
+    let out = placer(&["explain", "examples/explain-gpu-racks.yaml", "job:training/train-64"]);
+    let (stdout, _) = text(&out);
+    assert!(stdout.contains("infeasible: Insufficient nvidia.com/gpu"), "{stdout}");
+    assert!(stdout.contains("won: none (no placement is feasible)"), "{stdout}");
+}
+
+#[test]
 fn compare_prints_the_domains_balanced_placement_changes() {
     let out = placer(&[
         "compare",

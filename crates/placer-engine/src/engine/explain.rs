@@ -8,6 +8,8 @@
 use placer_api::annotations::{PODSET_PREFERRED_TOPOLOGY, PODSET_REQUIRED_TOPOLOGY};
 
 use super::*;
+use crate::framework::group::GroupCycle;
+use crate::placement::{explain_placements, PlacementScores};
 use crate::plugins::node_resources::fit_count_on;
 use crate::resources::Resources;
 use crate::schedule_one::{feasible_prepared, prefilter_fit_error, prepare};
@@ -77,6 +79,14 @@ pub struct GroupExplanation {
     pub used_domains: Vec<String>,
     /// The pod-level filters over every node.
     pub filters: Option<FilterSummary>,
+    /// KEP-5732 strategy, a group with a topology constraint: every candidate placement
+    /// with each PlacementScore plugin's score and the total, the winner marked
+    /// ([`crate::placement::explain_placements`]).
+    pub placements: Option<PlacementScores>,
+    /// How `placements` was computed: `true` for a group with every member bound, whose
+    /// own pods were taken out of the cluster first (the cycle that placed it, against
+    /// today's other pods); `false` for the pods still to place, as the next cycle would.
+    pub placements_as_decided: bool,
 }
 
 impl GroupExplanation {
@@ -85,6 +95,18 @@ impl GroupExplanation {
     pub fn closest_domain(&self) -> Option<&DomainFit> {
         self.domains.first()
     }
+}
+
+/// `pod` as the scheduler saw it before it was placed: no `nodeName` (which the NodeName
+/// filter would hold it to), no `nominatedNodeName`.
+fn unplaced(pod: &Arc<PodInfo>) -> Arc<PodInfo> {
+    if pod.node_name.is_none() && pod.nominated_node_name.is_none() {
+        return pod.clone();
+    }
+    let mut p = PodInfo::clone(pod);
+    p.node_name = None;
+    p.nominated_node_name = None;
+    Arc::new(p)
 }
 
 fn named(r: &Resources, names: &[String]) -> Vec<(String, i64)> {
@@ -130,7 +152,9 @@ impl Engine {
         } else {
             count(unbound.len())
         };
-        let pod = unbound.first().copied().or(members.first()).cloned();
+        // A bound member stands for the group as an unplaced copy (else the NodeName
+        // filter would hold it to its node).
+        let pod = unbound.first().copied().cloned().or_else(|| members.first().map(unplaced));
 
         let (level, level_required) = match info.as_ref() {
             Some(i) => match &i.topology_key {
@@ -166,6 +190,8 @@ impl Engine {
             domains: Vec::new(),
             used_domains: Vec::new(),
             filters: None,
+            placements: None,
+            placements_as_decided: false,
         };
         let Some(pod) = pod else { return Some(explanation) };
         let mut names: Vec<String> = vec![crate::resources::PODS.to_string()];
@@ -202,6 +228,10 @@ impl Engine {
         };
         reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         explanation.filters = Some(FilterSummary { nodes: all.len(), feasible: feasible.len(), reasons });
+
+        if let Some(info) = info.as_ref() {
+            self.explain_placement_scores(info, &members, &bound, &mut explanation);
+        }
 
         // The domains of the level, with the engine's per-domain sums.
         let Some(key) = level else { return Some(explanation) };
@@ -254,5 +284,38 @@ impl Engine {
         used.dedup();
         explanation.used_domains = used;
         Some(explanation)
+    }
+}
+
+impl Engine {
+    /// Fills [`GroupExplanation::placements`] (KEP-5732 strategy only): the placement
+    /// search run read-only on the members still to place, or, when every member is bound,
+    /// on all of them with their own pods taken out of the cluster first (rolled back).
+    fn explain_placement_scores(
+        &mut self,
+        info: &Arc<PodGroupInfo>,
+        members: &[Arc<PodInfo>],
+        bound: &[bool],
+        explanation: &mut GroupExplanation,
+    ) {
+        if self.strategy.is_hierarchical() || members.is_empty() {
+            return;
+        }
+        let as_decided = bound.iter().all(|b| *b);
+        let mark = self.snapshot.checkpoint();
+        let (pods, scheduled) = if as_decided {
+            for p in members {
+                self.snapshot.remove_for_simulation(&p.key);
+            }
+            (members.iter().map(|p| (0, unplaced(p))).collect(), Vec::new())
+        } else {
+            let unbound = members.iter().zip(bound).filter(|(p, b)| !**b && !p.deleting);
+            (unbound.map(|(p, _)| (0, p.clone())).collect(), self.scheduled_members(&info.key))
+        };
+        let cycle = GroupCycle::new(info.clone(), self.gate(Gate::GangScheduling), pods, scheduled);
+        let ctx = GroupContext { placements: &self.placements, algo: &self.fw, config: &self.config };
+        explanation.placements = explain_placements(&ctx, &mut self.snapshot, &cycle);
+        explanation.placements_as_decided = as_decided;
+        self.snapshot.rollback(mark);
     }
 }

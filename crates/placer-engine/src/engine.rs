@@ -816,13 +816,11 @@ impl Engine {
             },
             preempt::SingleAttempt::Preempts { fit, plan } => {
                 let key = queued.pod.key.clone();
-                let preemptor = format!("pod {key}");
                 let priority = queued.pod.priority;
                 let own = [key.clone()];
                 self.actuate_preemption(
                     &plan.victims,
-                    &preemptor,
-                    "pod",
+                    preempt::Preemptor::Pod(&queued.pod),
                     priority,
                     &[plan.node],
                     &own,

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use placer_cluster::ClusterStore;
 use placer_engine::{GroupExplanation, GroupKey, PlacementScores, ScoredPlacement};
-use placer_sim::explain::{explain, format_amount, format_resources};
+use placer_sim::explain::{explain, format_amount, format_resources, preempted_pods};
 use placer_sim::{GroupRow, RunOptions, RunReport};
 
 use crate::input::{resolve_or_report, InputArgs, SetArgs};
@@ -106,11 +106,22 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
                 "scenario": report.name,
                 "file": file.display().to_string(),
                 "podGroups": explanations.iter().map(|e| to_json(e, row_of(&report, &e.group))).collect::<Vec<_>>(),
+                "preemptedPods": preempted_pods(&report.events, &report.objects).iter().map(|p| serde_json::json!({
+                    "pod": p.pod, "preemptedBy": p.by, "event": p.note, "virtualTimeMs": p.at_ms, "existsAgain": p.exists,
+                })).collect::<Vec<_>>(),
             })),
             Format::Text => {
                 writeln!(out, "{} {DIM}{}{RESET}", report.name, file.display())?;
                 for e in &explanations {
                     write_text(&mut out, e, row_of(&report, &e.group), &report, if args.all { usize::MAX } else { args.top })?;
+                }
+                if only.is_none() {
+                    let preempted = preempted_pods(&report.events, &report.objects);
+                    if !preempted.is_empty() {
+                        writeln!(out)?;
+                        writeln!(out, "Preempted pods ({}):", preempted.len())?;
+                        crate::output::write_preempted_pods(&mut out, &preempted)?;
+                    }
                 }
             }
         }

@@ -201,6 +201,47 @@ fn explain_says_why_the_winning_placement_won_with_each_plugins_score() {
 }
 
 #[test]
+fn preempted_groups_and_pods_name_their_preemptor() {
+    let out = placer(&["simulate", "examples/explain-preempted.yaml", "--events"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    // The gang's row names the pod that preempted it.
+    assert!(stdout.contains("default/batch: preempted by pod default/urgent (2 pods evicted)"), "{stdout}");
+    // Each victim, the standalone one too, has its own line.
+    for victim in ["batch-0", "batch-1", "cache"] {
+        let line = format!("default/{victim}: preempted by pod default/urgent on node node1 (at ");
+        assert!(stdout.contains(&line), "{line}\n{stdout}");
+    }
+    // The event is kube-scheduler's: the preemptor by uid, on the candidate node.
+    let out = placer(&["simulate", "examples/explain-preempted.yaml", "-o", "json"]);
+    let (stdout, _) = text(&out);
+    let list: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    let uid = items
+        .iter()
+        .find(|i| i["kind"] == "Pod" && i["metadata"]["name"] == "urgent")
+        .and_then(|p| p["metadata"]["uid"].as_str().map(str::to_string))
+        .expect("the preemptor's uid");
+    let cache = items
+        .iter()
+        .find(|i| {
+            i["kind"] == "Event" && i["reason"] == "Preempted" && i["involvedObject"]["name"] == "cache"
+        })
+        .expect("the victim's Preempted event");
+    assert_eq!(cache["message"], format!("Preempted by pod {uid} on node node1"));
+
+    let out = placer(&["explain", "examples/explain-preempted.yaml", "-o", "json"]);
+    let (stdout, _) = text(&out);
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    let pods = v[0]["preemptedPods"].as_array().cloned().unwrap_or_default();
+    assert_eq!(pods.len(), 3, "{v}");
+    assert!(pods
+        .iter()
+        .any(|p| p["pod"] == "default/cache" && p["preemptedBy"] == "pod default/urgent on node node1"));
+    assert_eq!(v[0]["podGroups"][0]["reason"], "preempted by pod default/urgent (2 pods evicted)");
+}
+
+#[test]
 fn compare_prints_the_domains_balanced_placement_changes() {
     let out = placer(&[
         "compare",

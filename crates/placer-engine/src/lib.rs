@@ -55,6 +55,7 @@ pub use engine::{
     REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE,
 };
 pub use framework::registry::{EffectiveProfile, UnknownPlugin};
+pub use tas::{Algorithm as TasAlgorithm, RankedDomain, TasRanking};
 
 /// What the PV controller shares with the volume binder: a claim's and a volume's class,
 /// the claim's request and volume name, the volume's capacity.

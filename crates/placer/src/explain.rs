@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use placer_cluster::ClusterStore;
-use placer_engine::{GroupExplanation, GroupKey, PlacementScores, ScoredPlacement};
+use placer_engine::{GroupExplanation, GroupKey, PlacementScores, ScoredPlacement, TasAlgorithm, TasRanking};
 use placer_sim::explain::{explain, format_amount, format_resources, preempted_pods};
 use placer_sim::{GroupRow, RunOptions, RunReport};
 
@@ -223,7 +223,15 @@ fn write_text(
         )?;
     }
     if let Some(level) = &e.level {
-        let kind = if e.level_required { "required" } else { "preferred" };
+        let kind = match e.level_mode {
+            Some("implied") => {
+                "implied: no topology request, Kueue's default spreads the pods over the lowest level"
+            }
+            Some("unconstrained") => "unconstrained: spread over the lowest level",
+            Some(other) => other,
+            None if e.level_required => "required",
+            None => "preferred",
+        };
         writeln!(
             out,
             "  level {level} ({kind}): {} domains; {} pods still to place{}",
@@ -272,6 +280,11 @@ fn write_text(
     }
     if let Some(p) = &e.placements {
         write_placement_scores(out, p, e.placements_as_decided, top)?;
+    }
+    match &e.ranking {
+        Some(Ok(r)) => write_ranking(out, r, e.placements_as_decided, top)?,
+        Some(Err(why)) => writeln!(out, "  {WARN}topology request refused{RESET}: {why}")?,
+        None => {}
     }
     if let Some(f) = &e.filters {
         write!(out, "  filters: {}/{} nodes pass for this pod", f.feasible, f.nodes)?;
@@ -357,6 +370,113 @@ fn write_placement_scores(
     Ok(())
 }
 
+/// The sort of phase 2a, in words, for `r`'s algorithm.
+fn ranking_rule(r: &TasRanking) -> String {
+    let slices = r.slice_size > 1;
+    let unit = if slices { "slices" } else { "pods" };
+    let need = if slices { r.count / r.slice_size } else { r.count };
+    let then = if slices { "then fewest pods, then name" } else { "then name" };
+    match r.chosen {
+        TasAlgorithm::LeastFreeCapacity => format!(
+            "LeastFreeCapacity: fewest {unit} that fit first, {then}; the first domain holding {need} {unit} wins"
+        ),
+        TasAlgorithm::BalancedPlacement => format!(
+            "BalancedPlacement (preferred requests): the fewest domains holding {need} {unit}, spread evenly; \
+             else BestFit's order: most {unit} that fit first, {then}"
+        ),
+        TasAlgorithm::BestFit => format!(
+            "BestFit: most {unit} that fit first, {then}; the tightest domain (fewest {unit}) still holding \
+             {need} {unit} wins"
+        ),
+    }
+}
+
+/// The hierarchical algorithm's order of the searched level's domains.
+fn write_ranking(out: &mut dyn Write, r: &TasRanking, as_decided: bool, top: usize) -> std::io::Result<()> {
+    let when = if as_decided {
+        "the cycle that placed it, its own pods taken out of today's cluster"
+    } else {
+        "the next cycle, for the pods still to place"
+    };
+    let ran = match r.ran {
+        Some(a) if a != r.chosen => format!("; ran {} (fallback)", a.name()),
+        _ => String::new(),
+    };
+    writeln!(out, "  algorithm ({when}): {}{ran}", r.chosen.name())?;
+    writeln!(out, "   order: {}", ranking_rule(r))?;
+    let slices = r.slice_size > 1;
+    let affinity = r.domains.iter().any(|d| d.affinity != 0);
+    let mut table = comfy_table::Table::new();
+    table.load_style(comfy_table::presets::NOTHING);
+    let mut header = vec!["rank", "domain"];
+    if affinity {
+        header.push("affinity");
+    }
+    if slices {
+        header.push("slices fit");
+    }
+    header.extend(["pods fit", "assigned"]);
+    table.set_header(header);
+    for (i, d) in r.domains.iter().enumerate().take(top) {
+        let mut cells = vec![(i + 1).to_string(), d.path.join("/")];
+        if affinity {
+            cells.push(d.affinity.to_string());
+        }
+        if slices {
+            cells.push(d.slices.to_string());
+        }
+        cells.push(d.pods.to_string());
+        cells.push(if d.assigned > 0 { format!("{} <", d.assigned) } else { "-".to_string() });
+        table.add_row(cells);
+    }
+    for line in table.to_string().lines() {
+        writeln!(out, "   {}", line.trim_end())?;
+    }
+    if r.domains.len() > top {
+        writeln!(out, "   {DIM}({} more; --all shows every one){RESET}", r.domains.len() - top)?;
+    }
+    if !r.failure.is_empty() {
+        writeln!(out, "   no assignment: {}", r.failure)?;
+    } else if let Some(level) = r.fit_level {
+        let used = r.domains.iter().filter(|d| d.assigned > 0).count();
+        if level < r.requested_level {
+            let name = r.levels.get(level).map_or("?", String::as_str);
+            writeln!(
+                out,
+                "   no single domain of this level holds them: placed within one {name} (the request climbs)"
+            )?;
+        } else if used > 1 && r.chosen != TasAlgorithm::BalancedPlacement {
+            writeln!(out, "   no single domain holds them all: domains are taken in this order until every pod is placed")?;
+        }
+    }
+    Ok(())
+}
+
+fn ranking_json(r: &TasRanking, as_decided: bool) -> serde_json::Value {
+    serde_json::json!({
+        "computedFor": if as_decided { "decidedCycle" } else { "nextCycle" },
+        "algorithm": r.chosen.name(),
+        "ran": r.ran.map(|a| a.name()),
+        "order": ranking_rule(r),
+        "searchedLevel": r.levels.get(r.requested_level),
+        "fitLevelName": r.fit_level.and_then(|l| r.levels.get(l)),
+        "required": r.required,
+        "count": r.count,
+        "sliceSize": r.slice_size,
+        "fitLevel": r.fit_level,
+        "failure": (!r.failure.is_empty()).then_some(&r.failure),
+        "domains": r.domains.iter().enumerate().map(|(i, d)| serde_json::json!({
+            "rank": i + 1,
+            "path": d.path,
+            "podsFit": d.pods,
+            "slicesFit": d.slices,
+            "leaderFits": d.leader > 0,
+            "affinity": d.affinity,
+            "assigned": d.assigned,
+        })).collect::<Vec<_>>(),
+    })
+}
+
 fn placement_scores_json(p: &PlacementScores, as_decided: bool) -> serde_json::Value {
     serde_json::json!({
         "computedFor": if as_decided { "decidedCycle" } else { "nextCycle" },
@@ -410,6 +530,11 @@ fn to_json(e: &GroupExplanation, row: Option<&GroupRow>) -> serde_json::Value {
             "shortfall": pairs(&d.shortfall),
         })).collect::<Vec<_>>(),
         "placements": e.placements.as_ref().map(|p| placement_scores_json(p, e.placements_as_decided)),
+        "levelMode": e.level_mode,
+        "ranking": e.ranking.as_ref().map(|r| match r {
+            Ok(r) => ranking_json(r, e.placements_as_decided),
+            Err(why) => serde_json::json!({"refused": why}),
+        }),
         "filters": e.filters.as_ref().map(|f| serde_json::json!({
             "nodes": f.nodes,
             "feasible": f.feasible,

@@ -242,6 +242,60 @@ fn preempted_groups_and_pods_name_their_preemptor() {
 }
 
 #[test]
+fn explain_ranks_the_hierarchy_s_domains_as_the_algorithm_sorts_them() {
+    // BestFit (the default): both racks hold 15 of the 25 pods; the request climbs to the
+    // block and fills b0-r0 first (15 + 10).
+    let out = placer(&["explain", "examples/compare-balanced.yaml"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("level rack (preferred)"), "{stdout}");
+    assert!(stdout.contains("): BestFit\n"), "{stdout}");
+    assert!(stdout.contains("order: BestFit: most pods that fit first, then name"), "{stdout}");
+    let row = |name: &str| stdout.lines().find(|l| l.contains(name) && l.contains(" <")).unwrap_or_default();
+    assert!(row("b0/b0-r0").contains("15        15 <"), "{stdout}");
+    assert!(row("b0/b0-r1").contains("15        10 <"), "{stdout}");
+    assert!(stdout.contains("placed within one block (the request climbs)"), "{stdout}");
+
+    let out = placer(&[
+        "explain",
+        "examples/compare-balanced.yaml",
+        "--set",
+        "scheduler.featureGates.TASBalancedPlacement=true",
+        "-o",
+        "json",
+    ]);
+    let (stdout, _) = text(&out);
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    let r = &v[0]["podGroups"][0]["ranking"];
+    assert_eq!(r["algorithm"], "BalancedPlacement", "{r}");
+    assert_eq!(r["searchedLevel"], "rack");
+    let assigned: Vec<i64> = r["domains"]
+        .as_array()
+        .map(|d| d.iter().filter_map(|d| d["assigned"].as_i64()).collect())
+        .unwrap_or_default();
+    assert_eq!(assigned, [13, 12], "{r}");
+
+    // No topology request at all under topologyLevels: Kueue's implicit default, the
+    // lowest level, LeastFreeCapacity's order (was: no domains at all).
+    let scenario =
+        std::fs::read_to_string(workspace().join("examples/compare-balanced.yaml")).expect("example");
+    let implied: String = scenario
+        .lines()
+        .filter(|l| !l.contains("podset-preferred-topology") && !l.trim_start().starts_with("annotations:"))
+        .map(|l| if l == "        metadata:" { "        metadata: {}" } else { l })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let out = placer_stdin(&["explain", "-"], &implied);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("level kubernetes.io/hostname (implied: no topology request"), "{stdout}");
+    assert!(stdout.contains("): LeastFreeCapacity\n"), "{stdout}");
+    assert!(stdout.contains("b0/b0-r0/b0-r0-h0  15        15 <"), "{stdout}");
+    assert!(stdout.contains("b0/b0-r1/b0-r1-h0  15        10 <"), "{stdout}");
+    assert!(stdout.contains("domains are taken in this order until every pod is placed"), "{stdout}");
+}
+
+#[test]
 fn compare_prints_the_domains_balanced_placement_changes() {
     let out = placer(&[
         "compare",

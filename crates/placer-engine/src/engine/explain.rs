@@ -13,6 +13,7 @@ use crate::placement::{explain_placements, PlacementScores};
 use crate::plugins::node_resources::fit_count_on;
 use crate::resources::Resources;
 use crate::schedule_one::{feasible_prepared, prefilter_fit_error, prepare};
+use crate::tas::TasRanking;
 
 /// One candidate domain of a group's topology level.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +84,16 @@ pub struct GroupExplanation {
     /// with each PlacementScore plugin's score and the total, the winner marked
     /// ([`crate::placement::explain_placements`]).
     pub placements: Option<PlacementScores>,
-    /// How `placements` was computed: `true` for a group with every member bound, whose
+    /// Hierarchical strategy (`topologyLevels`): the domains of the level the algorithm
+    /// searches first, in its sort order, with the numbers it sorts by and what it
+    /// assigned ([`crate::tas::rank_domains`]); `Err` when the request is refused (e.g. an
+    /// annotation naming an unknown level).
+    pub ranking: Option<Result<TasRanking, String>>,
+    /// How the level applies: `required`, `preferred`, `unconstrained` (Kueue annotation)
+    /// or `implied` (no topology request under `topologyLevels`: Kueue's implicit default,
+    /// spread over the lowest level).
+    pub level_mode: Option<&'static str>,
+    /// How `placements` / `ranking` was computed: `true` for a group with every member bound, whose
     /// own pods were taken out of the cluster first (the cycle that placed it, against
     /// today's other pods); `false` for the pods still to place, as the next cycle would.
     pub placements_as_decided: bool,
@@ -174,6 +184,23 @@ impl Engine {
             None => (None, false),
         };
 
+        // Under `topologyLevels`, a group without a level is placed at the lowest one
+        // (`podset-unconstrained-topology`, or Kueue's implicit default with no request).
+        let mut level_mode = level.as_ref().map(|_| if level_required { "required" } else { "preferred" });
+        let (level, level_mode_hier) = match (&level, self.strategy.is_hierarchical(), info.as_ref()) {
+            (None, true, Some(i)) => {
+                let unconstrained =
+                    i.pod_group.metadata.annotations.as_ref().is_some_and(|a| {
+                        a.contains_key(placer_api::annotations::PODSET_UNCONSTRAINED_TOPOLOGY)
+                    });
+                (
+                    self.config.topology_levels.last().cloned(),
+                    Some(if unconstrained { "unconstrained" } else { "implied" }),
+                )
+            }
+            _ => (level, None),
+        };
+        level_mode = level_mode_hier.or(level_mode);
         let mut explanation = GroupExplanation {
             group: group.clone(),
             exists: info.is_some(),
@@ -191,6 +218,8 @@ impl Engine {
             used_domains: Vec::new(),
             filters: None,
             placements: None,
+            ranking: None,
+            level_mode,
             placements_as_decided: false,
         };
         let Some(pod) = pod else { return Some(explanation) };
@@ -230,7 +259,7 @@ impl Engine {
         explanation.filters = Some(FilterSummary { nodes: all.len(), feasible: feasible.len(), reasons });
 
         if let Some(info) = info.as_ref() {
-            self.explain_placement_scores(info, &members, &bound, &mut explanation);
+            self.explain_decision(info, &members, &bound, &mut explanation);
         }
 
         // The domains of the level, with the engine's per-domain sums.
@@ -288,17 +317,18 @@ impl Engine {
 }
 
 impl Engine {
-    /// Fills [`GroupExplanation::placements`] (KEP-5732 strategy only): the placement
-    /// search run read-only on the members still to place, or, when every member is bound,
-    /// on all of them with their own pods taken out of the cluster first (rolled back).
-    fn explain_placement_scores(
+    /// Fills [`GroupExplanation::placements`] (KEP-5732 strategy) or
+    /// [`GroupExplanation::ranking`] (hierarchical): the strategy run read-only on the
+    /// members still to place, or, when every member is bound, on all of them with their
+    /// own pods taken out of the cluster first (rolled back).
+    fn explain_decision(
         &mut self,
         info: &Arc<PodGroupInfo>,
         members: &[Arc<PodInfo>],
         bound: &[bool],
         explanation: &mut GroupExplanation,
     ) {
-        if self.strategy.is_hierarchical() || members.is_empty() {
+        if members.is_empty() {
             return;
         }
         let as_decided = bound.iter().all(|b| *b);
@@ -313,8 +343,18 @@ impl Engine {
             (unbound.map(|(p, _)| (0, p.clone())).collect(), self.scheduled_members(&info.key))
         };
         let cycle = GroupCycle::new(info.clone(), self.gate(Gate::GangScheduling), pods, scheduled);
-        let ctx = GroupContext { placements: &self.placements, algo: &self.fw, config: &self.config };
-        explanation.placements = explain_placements(&ctx, &mut self.snapshot, &cycle);
+        match &mut self.strategy {
+            Strategy::Placements => {
+                let ctx = GroupContext { placements: &self.placements, algo: &self.fw, config: &self.config };
+                explanation.placements = explain_placements(&ctx, &mut self.snapshot, &cycle);
+            }
+            Strategy::Hierarchical(cache) => {
+                explanation.ranking = Some(
+                    crate::tas::engine_bridge::rank_unit(&self.config, &self.snapshot, cache, &cycle)
+                        .map_err(|f| f.message),
+                );
+            }
+        }
         explanation.placements_as_decided = as_decided;
         self.snapshot.rollback(mark);
     }

@@ -128,7 +128,9 @@ pub fn group_reason(
         return Some("no pod names this PodGroup yet".into());
     }
     let needed = e.needed;
-    if let (Some(level), Some(d)) = (&e.level, e.closest_domain()) {
+    // An implied or unconstrained level spreads the pods: no single domain must hold them.
+    let spread = matches!(e.level_mode, Some("implied" | "unconstrained"));
+    if let (Some(level), Some(d), false) = (&e.level, e.closest_domain(), spread) {
         let short = level.rsplit('/').next().unwrap_or(level);
         let lack = if d.shortfall.is_empty() {
             format!("{} of {needed} pods pass the filters there", d.fits)

@@ -589,11 +589,13 @@ impl SchedulerController {
                     // Graceful deletion already started: nothing more to ask for.
                     return Ok(false);
                 }
-                // As upstream: DisruptionTarget on the victim first, then the deletion.
-                let condition_message = format!(
-                    "{REPORTER}: preempting to accommodate a higher priority {}",
-                    message.strip_prefix("Preempted by ").unwrap_or("workload")
-                );
+                // As upstream: DisruptionTarget on the victim first, then the deletion. The
+                // condition says what kind of preemptor it was (kube-scheduler's executor:
+                // "<scheduler>: preempting to accommodate a higher priority pod" / "pod
+                // group"); the event names it.
+                let what = if message.starts_with("Preempted by podgroup") { "pod group" } else { "pod" };
+                let condition_message =
+                    format!("{REPORTER}: preempting to accommodate a higher priority {what}");
                 with_retry(store, "mark disruption target", &r, |store| {
                     set_pod_disruption_target(store, &pod, REASON_PREEMPTION_BY_SCHEDULER, &condition_message)
                 })?;

@@ -833,13 +833,11 @@ impl Engine {
             },
             preempt::SingleAttempt::Preempts { fit, plan } => {
                 let key = queued.pod.key.clone();
-                let preemptor = format!("pod {key}");
                 let priority = queued.pod.priority;
                 let own = [key.clone()];
                 self.actuate_preemption(
                     &plan.victims,
-                    &preemptor,
-                    "pod",
+                    preempt::Preemptor::Pod(&queued.pod),
                     priority,
                     &[plan.node],
                     &own,
@@ -972,6 +970,7 @@ mod binding_wait;
 mod confirm;
 mod cycle;
 mod explain;
+pub use crate::placement::{PlacementScores, ScoredPlacement};
 pub use explain::{DomainFit, FilterSummary, GroupExplanation};
 mod outcome;
 mod preempt;

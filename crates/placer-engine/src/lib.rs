@@ -50,11 +50,12 @@ pub use config::{
     TopologyAlgorithm, TopologyAlgorithms,
 };
 pub use engine::{
-    ClusterEvent, Decision, DomainFit, Engine, FilterSummary, GroupExplanation, StorageEvent, VolumeWrite,
-    CONDITION_POD_GROUP_SCHEDULED, REASON_NODE_FAILURES, REASON_SCHEDULED, REASON_SCHEDULER_ERROR,
-    REASON_UNSCHEDULABLE,
+    ClusterEvent, Decision, DomainFit, Engine, FilterSummary, GroupExplanation, PlacementScores,
+    ScoredPlacement, StorageEvent, VolumeWrite, CONDITION_POD_GROUP_SCHEDULED, REASON_NODE_FAILURES,
+    REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE,
 };
 pub use framework::registry::{EffectiveProfile, UnknownPlugin};
+pub use tas::{Algorithm as TasAlgorithm, RankedDomain, TasRanking};
 
 /// What the PV controller shares with the volume binder: a claim's and a volume's class,
 /// the claim's request and volume name, the volume's capacity.

@@ -128,7 +128,9 @@ pub fn group_reason(
         return Some("no pod names this PodGroup yet".into());
     }
     let needed = e.needed;
-    if let (Some(level), Some(d)) = (&e.level, e.closest_domain()) {
+    // An implied or unconstrained level spreads the pods: no single domain must hold them.
+    let spread = matches!(e.level_mode, Some("implied" | "unconstrained"));
+    if let (Some(level), Some(d), false) = (&e.level, e.closest_domain(), spread) {
         let short = level.rsplit('/').next().unwrap_or(level);
         let lack = if d.shortfall.is_empty() {
             format!("{} of {needed} pods pass the filters there", d.fits)
@@ -183,9 +185,96 @@ pub fn fill_reasons(
                     && e.regarding.namespace == namespace
                     && e.regarding.name == name
             })
-            .map(|e| e.note.strip_prefix("Preempted by ").unwrap_or(&e.note).to_string());
+            .map(|e| group_preemptor(&e.note));
         let explanation = if n < MAX_EXPLAINED_ROWS { engine.explain_group(&key) } else { None };
         let reason = group_reason(&rows[i], explanation.as_ref(), preempted_by.as_deref());
         rows[i].reason = reason;
     }
+}
+
+/// The preemptor and the victims of a PodGroup's `Preempted` event (`preempting to
+/// accommodate a higher priority pod ns/name: 2 pod(s) evicted`): `pod ns/name (2 pods
+/// evicted)`.
+fn group_preemptor(note: &str) -> String {
+    let rest = note.strip_prefix("preempting to accommodate a higher priority ").unwrap_or(note);
+    match rest.rsplit_once(": ") {
+        Some((who, evicted)) => {
+            let n = evicted.strip_suffix(" pod(s) evicted").and_then(|n| n.parse::<u64>().ok());
+            match n {
+                Some(1) => format!("{who} (1 pod evicted)"),
+                Some(n) => format!("{who} ({n} pods evicted)"),
+                None => rest.to_string(),
+            }
+        }
+        None => rest.to_string(),
+    }
+}
+
+/// A pod the scheduler preempted (a `Preempted` event on a pod).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreemptedPod {
+    /// `namespace/name` of the victim.
+    pub pod: String,
+    /// Who preempted it, resolved to names: `pod ns/name on node n1` (the preemptor's
+    /// PodGroup added when it has one) or `podgroup ns/name`.
+    pub by: String,
+    /// The event's text as recorded (kube-scheduler's `Preempted by pod <uid> on node <n>`).
+    pub note: String,
+    /// Virtual time of the preemption (ms).
+    pub at_ms: u64,
+    /// The victim exists again (same name) at the end, e.g. recreated.
+    pub exists: bool,
+}
+
+/// Every pod the run's scheduler preempted, in order, with the preemptor named: the
+/// victim's `Preempted` event names a preemptor pod by uid (as kube-scheduler does); the
+/// uid is looked up among the run's final pods.
+pub fn preempted_pods(events: &[placer_cluster::EventRecord], objects: &[Object]) -> Vec<PreemptedPod> {
+    let pods: Vec<&Object> = objects.iter().filter(|o| o.kind() == Kind::Pod).collect();
+    let by_uid = |uid: &str| pods.iter().find(|o| o.metadata().uid.as_deref() == Some(uid)).copied();
+    events
+        .iter()
+        .filter(|e| e.reason == "Preempted" && e.regarding.kind == Kind::Pod)
+        .map(|e| {
+            let r = &e.regarding;
+            let rest = e.note.strip_prefix("Preempted by ").unwrap_or(&e.note);
+            let by = match rest.strip_prefix("pod ") {
+                Some(pod) => {
+                    let (who, on) = match pod.split_once(" on node ") {
+                        Some((who, node)) => (who, format!(" on node {node}")),
+                        None => (pod, String::new()),
+                    };
+                    let named = match by_uid(who) {
+                        Some(o) => {
+                            let r = o.object_ref();
+                            let group = match o {
+                                Object::Pod(p) => p
+                                    .spec
+                                    .as_ref()
+                                    .and_then(|s| s.scheduling_group.as_ref())
+                                    .and_then(|g| g.pod_group_name.clone())
+                                    .map(|g| format!(" (podgroup {}/{g})", r.namespace))
+                                    .unwrap_or_default(),
+                                _ => String::new(),
+                            };
+                            format!("pod {}/{}{group}", r.namespace, r.name)
+                        }
+                        None => format!("pod {who}"),
+                    };
+                    format!("{named}{on}")
+                }
+                None => rest.to_string(),
+            };
+            PreemptedPod {
+                pod: format!("{}/{}", r.namespace, r.name),
+                by,
+                note: e.note.clone(),
+                at_ms: e.time_ms,
+                exists: pods.iter().any(|o| {
+                    let o = o.object_ref();
+                    o.namespace == r.namespace && o.name == r.name
+                }),
+            }
+        })
+        .collect()
 }

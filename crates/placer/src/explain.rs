@@ -11,8 +11,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use placer_cluster::ClusterStore;
-use placer_engine::{GroupExplanation, GroupKey};
-use placer_sim::explain::{explain, format_amount, format_resources};
+use placer_engine::{GroupExplanation, GroupKey, PlacementScores, ScoredPlacement, TasAlgorithm, TasRanking};
+use placer_sim::explain::{explain, format_amount, format_resources, preempted_pods};
 use placer_sim::{GroupRow, RunOptions, RunReport};
 
 use crate::input::{resolve_or_report, InputArgs, SetArgs};
@@ -106,11 +106,22 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
                 "scenario": report.name,
                 "file": file.display().to_string(),
                 "podGroups": explanations.iter().map(|e| to_json(e, row_of(&report, &e.group))).collect::<Vec<_>>(),
+                "preemptedPods": preempted_pods(&report.events, &report.objects).iter().map(|p| serde_json::json!({
+                    "pod": p.pod, "preemptedBy": p.by, "event": p.note, "virtualTimeMs": p.at_ms, "existsAgain": p.exists,
+                })).collect::<Vec<_>>(),
             })),
             Format::Text => {
                 writeln!(out, "{} {DIM}{}{RESET}", report.name, file.display())?;
                 for e in &explanations {
                     write_text(&mut out, e, row_of(&report, &e.group), &report, if args.all { usize::MAX } else { args.top })?;
+                }
+                if only.is_none() {
+                    let preempted = preempted_pods(&report.events, &report.objects);
+                    if !preempted.is_empty() {
+                        writeln!(out)?;
+                        writeln!(out, "Preempted pods ({}):", preempted.len())?;
+                        crate::output::write_preempted_pods(&mut out, &preempted)?;
+                    }
                 }
             }
         }
@@ -212,7 +223,15 @@ fn write_text(
         )?;
     }
     if let Some(level) = &e.level {
-        let kind = if e.level_required { "required" } else { "preferred" };
+        let kind = match e.level_mode {
+            Some("implied") => {
+                "implied: no topology request, Kueue's default spreads the pods over the lowest level"
+            }
+            Some("unconstrained") => "unconstrained: spread over the lowest level",
+            Some(other) => other,
+            None if e.level_required => "required",
+            None => "preferred",
+        };
         writeln!(
             out,
             "  level {level} ({kind}): {} domains; {} pods still to place{}",
@@ -259,6 +278,14 @@ fn write_text(
             writeln!(out, "   {DIM}* holds bound pods of the group{RESET}")?;
         }
     }
+    if let Some(p) = &e.placements {
+        write_placement_scores(out, p, e.placements_as_decided, top)?;
+    }
+    match &e.ranking {
+        Some(Ok(r)) => write_ranking(out, r, e.placements_as_decided, top)?,
+        Some(Err(why)) => writeln!(out, "  {WARN}topology request refused{RESET}: {why}")?,
+        None => {}
+    }
     if let Some(f) = &e.filters {
         write!(out, "  filters: {}/{} nodes pass for this pod", f.feasible, f.nodes)?;
         if f.reasons.is_empty() {
@@ -269,6 +296,208 @@ fn write_text(
         }
     }
     Ok(())
+}
+
+/// The placement search's candidates with each PlacementScore plugin's score: `raw ->
+/// normalized x weight` per plugin, the total, the winner marked `<`.
+fn write_placement_scores(
+    out: &mut dyn Write,
+    p: &PlacementScores,
+    as_decided: bool,
+    top: usize,
+) -> std::io::Result<()> {
+    let when = if as_decided {
+        "the cycle that placed it, its own pods taken out of today's cluster"
+    } else {
+        "the next cycle, for the pods still to place"
+    };
+    let plugins: Vec<String> = p.plugins.iter().map(|(n, w)| format!("{n} (weight {w})")).collect();
+    writeln!(
+        out,
+        "  placements ({when}): {} candidates; score plugins: {}",
+        p.candidates.len(),
+        if plugins.is_empty() { "none".to_string() } else { plugins.join(", ") }
+    )?;
+    if let Some(note) = &p.note {
+        writeln!(out, "   {DIM}{note}{RESET}")?;
+    }
+    let mut table = comfy_table::Table::new();
+    table.load_style(comfy_table::presets::NOTHING);
+    let mut header = vec!["placement".to_string(), "nodes".to_string(), "pods".to_string()];
+    header.extend(p.plugins.iter().map(|(n, _)| n.clone()));
+    header.push("total".to_string());
+    table.set_header(header);
+    // The winner first, then the scored ones by total, then the rest in evaluation order.
+    let mut rows: Vec<&ScoredPlacement> = p.candidates.iter().collect();
+    rows.sort_by_key(|c| (!c.winner, std::cmp::Reverse(c.total)));
+    for c in rows.iter().take(top) {
+        let mut cells = vec![
+            if c.winner { format!("{} <", c.name) } else { c.name.clone() },
+            c.nodes.to_string(),
+            c.pods.map_or_else(|| "-".to_string(), |n| n.to_string()),
+        ];
+        if c.raw.is_empty() {
+            let why = if !c.evaluated {
+                "not evaluated (enough feasible placements found)".to_string()
+            } else {
+                format!("infeasible: {}", c.reason)
+            };
+            cells.push(why);
+        } else {
+            for ((raw, norm), (_, weight)) in c.raw.iter().zip(&c.normalized).zip(&p.plugins) {
+                cells.push(if raw == norm {
+                    format!("{norm} x{weight}")
+                } else {
+                    format!("{raw} -> {norm} x{weight}")
+                });
+            }
+            cells.push(c.total.map_or_else(String::new, |t| t.to_string()));
+        }
+        table.add_row(cells);
+    }
+    for line in table.to_string().lines() {
+        writeln!(out, "   {}", line.trim_end())?;
+    }
+    if p.candidates.len() > top {
+        writeln!(out, "   {DIM}({} more; --all shows every one){RESET}", p.candidates.len() - top)?;
+    }
+    match (&p.decided_by, p.candidates.iter().find(|c| c.winner)) {
+        (Some(why), Some(w)) => {
+            writeln!(out, "   won: {} ({why}){DIM}; score cells: raw -> normalized x weight{RESET}", w.name)?
+        }
+        _ => writeln!(out, "   won: none (no placement is feasible)")?,
+    }
+    Ok(())
+}
+
+/// The sort of phase 2a, in words, for `r`'s algorithm.
+fn ranking_rule(r: &TasRanking) -> String {
+    let slices = r.slice_size > 1;
+    let unit = if slices { "slices" } else { "pods" };
+    let need = if slices { r.count / r.slice_size } else { r.count };
+    let then = if slices { "then fewest pods, then name" } else { "then name" };
+    match r.chosen {
+        TasAlgorithm::LeastFreeCapacity => format!(
+            "LeastFreeCapacity: fewest {unit} that fit first, {then}; the first domain holding {need} {unit} wins"
+        ),
+        TasAlgorithm::BalancedPlacement => format!(
+            "BalancedPlacement (preferred requests): the fewest domains holding {need} {unit}, spread evenly; \
+             else BestFit's order: most {unit} that fit first, {then}"
+        ),
+        TasAlgorithm::BestFit => format!(
+            "BestFit: most {unit} that fit first, {then}; the tightest domain (fewest {unit}) still holding \
+             {need} {unit} wins"
+        ),
+    }
+}
+
+/// The hierarchical algorithm's order of the searched level's domains.
+fn write_ranking(out: &mut dyn Write, r: &TasRanking, as_decided: bool, top: usize) -> std::io::Result<()> {
+    let when = if as_decided {
+        "the cycle that placed it, its own pods taken out of today's cluster"
+    } else {
+        "the next cycle, for the pods still to place"
+    };
+    let ran = match r.ran {
+        Some(a) if a != r.chosen => format!("; ran {} (fallback)", a.name()),
+        _ => String::new(),
+    };
+    writeln!(out, "  algorithm ({when}): {}{ran}", r.chosen.name())?;
+    writeln!(out, "   order: {}", ranking_rule(r))?;
+    let slices = r.slice_size > 1;
+    let affinity = r.domains.iter().any(|d| d.affinity != 0);
+    let mut table = comfy_table::Table::new();
+    table.load_style(comfy_table::presets::NOTHING);
+    let mut header = vec!["rank", "domain"];
+    if affinity {
+        header.push("affinity");
+    }
+    if slices {
+        header.push("slices fit");
+    }
+    header.extend(["pods fit", "assigned"]);
+    table.set_header(header);
+    for (i, d) in r.domains.iter().enumerate().take(top) {
+        let mut cells = vec![(i + 1).to_string(), d.path.join("/")];
+        if affinity {
+            cells.push(d.affinity.to_string());
+        }
+        if slices {
+            cells.push(d.slices.to_string());
+        }
+        cells.push(d.pods.to_string());
+        cells.push(if d.assigned > 0 { format!("{} <", d.assigned) } else { "-".to_string() });
+        table.add_row(cells);
+    }
+    for line in table.to_string().lines() {
+        writeln!(out, "   {}", line.trim_end())?;
+    }
+    if r.domains.len() > top {
+        writeln!(out, "   {DIM}({} more; --all shows every one){RESET}", r.domains.len() - top)?;
+    }
+    if !r.failure.is_empty() {
+        writeln!(out, "   no assignment: {}", r.failure)?;
+    } else if let Some(level) = r.fit_level {
+        let used = r.domains.iter().filter(|d| d.assigned > 0).count();
+        if level < r.requested_level {
+            let name = r.levels.get(level).map_or("?", String::as_str);
+            writeln!(
+                out,
+                "   no single domain of this level holds them: placed within one {name} (the request climbs)"
+            )?;
+        } else if used > 1 && r.chosen != TasAlgorithm::BalancedPlacement {
+            writeln!(out, "   no single domain holds them all: domains are taken in this order until every pod is placed")?;
+        }
+    }
+    Ok(())
+}
+
+fn ranking_json(r: &TasRanking, as_decided: bool) -> serde_json::Value {
+    serde_json::json!({
+        "computedFor": if as_decided { "decidedCycle" } else { "nextCycle" },
+        "algorithm": r.chosen.name(),
+        "ran": r.ran.map(|a| a.name()),
+        "order": ranking_rule(r),
+        "searchedLevel": r.levels.get(r.requested_level),
+        "fitLevelName": r.fit_level.and_then(|l| r.levels.get(l)),
+        "required": r.required,
+        "count": r.count,
+        "sliceSize": r.slice_size,
+        "fitLevel": r.fit_level,
+        "failure": (!r.failure.is_empty()).then_some(&r.failure),
+        "domains": r.domains.iter().enumerate().map(|(i, d)| serde_json::json!({
+            "rank": i + 1,
+            "path": d.path,
+            "podsFit": d.pods,
+            "slicesFit": d.slices,
+            "leaderFits": d.leader > 0,
+            "affinity": d.affinity,
+            "assigned": d.assigned,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn placement_scores_json(p: &PlacementScores, as_decided: bool) -> serde_json::Value {
+    serde_json::json!({
+        "computedFor": if as_decided { "decidedCycle" } else { "nextCycle" },
+        "plugins": p.plugins.iter().map(|(n, w)| serde_json::json!({"name": n, "weight": w})).collect::<Vec<_>>(),
+        "placementsToFind": (p.to_find != usize::MAX).then_some(p.to_find),
+        "decidedBy": p.decided_by,
+        "note": p.note,
+        "candidates": p.candidates.iter().map(|c| serde_json::json!({
+            "name": c.name,
+            "nodes": c.nodes,
+            "evaluated": c.evaluated,
+            "feasible": c.feasible,
+            "pods": c.pods,
+            "reason": (!c.reason.is_empty()).then_some(&c.reason),
+            "scores": (!c.raw.is_empty()).then(|| p.plugins.iter().zip(c.raw.iter().zip(&c.normalized)).map(|((n, w), (raw, norm))| serde_json::json!({
+                "plugin": n, "raw": raw, "normalized": norm, "weight": w, "weighted": norm.saturating_mul(*w),
+            })).collect::<Vec<_>>()),
+            "total": c.total,
+            "winner": c.winner,
+        })).collect::<Vec<_>>(),
+    })
 }
 
 fn pairs(list: &[(String, i64)]) -> serde_json::Value {
@@ -300,6 +529,12 @@ fn to_json(e: &GroupExplanation, row: Option<&GroupRow>) -> serde_json::Value {
             "podsFit": d.fits,
             "shortfall": pairs(&d.shortfall),
         })).collect::<Vec<_>>(),
+        "placements": e.placements.as_ref().map(|p| placement_scores_json(p, e.placements_as_decided)),
+        "levelMode": e.level_mode,
+        "ranking": e.ranking.as_ref().map(|r| match r {
+            Ok(r) => ranking_json(r, e.placements_as_decided),
+            Err(why) => serde_json::json!({"refused": why}),
+        }),
         "filters": e.filters.as_ref().map(|f| serde_json::json!({
             "nodes": f.nodes,
             "feasible": f.feasible,

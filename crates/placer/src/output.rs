@@ -89,12 +89,26 @@ pub fn write_report(out: &mut dyn Write, report: &RunReport) -> std::io::Result<
             writeln!(out, "  {WARN}{}/{}{RESET}: {reason}", row.namespace, row.name)?;
         }
     }
+    write_preempted_pods(out, &placer_sim::explain::preempted_pods(&report.events, &report.objects))?;
     writeln!(out, "  cluster: {}", report.cluster)?;
     for (at, failure) in report.failures() {
         writeln!(out, "  {FAIL}FAIL{RESET} {at}: {failure}")?;
     }
     for e in &report.controller_errors {
         writeln!(out, "  {WARN}warning:{RESET} {e}")?;
+    }
+    Ok(())
+}
+
+/// Writes one line per pod the scheduler preempted: `ns/pod: preempted by pod ns/high on
+/// node n1 (at 9ms)`.
+pub fn write_preempted_pods(
+    out: &mut dyn Write,
+    pods: &[placer_sim::explain::PreemptedPod],
+) -> std::io::Result<()> {
+    for p in pods {
+        let again = if p.exists { ", created again since" } else { "" };
+        writeln!(out, "  {WARN}{}{RESET}: preempted by {} (at {}{again})", p.pod, p.by, format_ms(p.at_ms))?;
     }
     Ok(())
 }

@@ -287,7 +287,13 @@ fn a_preempted_pod_is_marked_then_deleted_with_a_preempted_event() {
     assert!(marked, "DisruptionTarget=True (PreemptionByScheduler) on the victim");
     let preempted: Vec<String> =
         store.events().into_iter().filter(|e| e.reason == "Preempted").map(|e| e.note).collect();
-    assert_eq!(preempted, ["Preempted by pod default/high on node n1"]);
+    // kube-scheduler's wording: the preemptor by uid (the store gave it one).
+    let uid = store
+        .get(&ObjectRef::new(Kind::Pod, "default", "high"))
+        .and_then(|o| o.metadata().uid.clone())
+        .unwrap_or_default();
+    assert!(!uid.is_empty());
+    assert_eq!(preempted, [format!("Preempted by pod {uid} on node n1")]);
 }
 
 /// A dispatcher the test drives: bindings wait until `send` carries them out on the store.

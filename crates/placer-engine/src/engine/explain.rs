@@ -8,9 +8,12 @@
 use placer_api::annotations::{PODSET_PREFERRED_TOPOLOGY, PODSET_REQUIRED_TOPOLOGY};
 
 use super::*;
+use crate::framework::group::GroupCycle;
+use crate::placement::{explain_placements, PlacementScores};
 use crate::plugins::node_resources::fit_count_on;
 use crate::resources::Resources;
 use crate::schedule_one::{feasible_prepared, prefilter_fit_error, prepare};
+use crate::tas::TasRanking;
 
 /// One candidate domain of a group's topology level.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +80,23 @@ pub struct GroupExplanation {
     pub used_domains: Vec<String>,
     /// The pod-level filters over every node.
     pub filters: Option<FilterSummary>,
+    /// KEP-5732 strategy, a group with a topology constraint: every candidate placement
+    /// with each PlacementScore plugin's score and the total, the winner marked
+    /// ([`crate::placement::explain_placements`]).
+    pub placements: Option<PlacementScores>,
+    /// Hierarchical strategy (`topologyLevels`): the domains of the level the algorithm
+    /// searches first, in its sort order, with the numbers it sorts by and what it
+    /// assigned ([`crate::tas::rank_domains`]); `Err` when the request is refused (e.g. an
+    /// annotation naming an unknown level).
+    pub ranking: Option<Result<TasRanking, String>>,
+    /// How the level applies: `required`, `preferred`, `unconstrained` (Kueue annotation)
+    /// or `implied` (no topology request under `topologyLevels`: Kueue's implicit default,
+    /// spread over the lowest level).
+    pub level_mode: Option<&'static str>,
+    /// How `placements` / `ranking` was computed: `true` for a group with every member bound, whose
+    /// own pods were taken out of the cluster first (the cycle that placed it, against
+    /// today's other pods); `false` for the pods still to place, as the next cycle would.
+    pub placements_as_decided: bool,
 }
 
 impl GroupExplanation {
@@ -85,6 +105,18 @@ impl GroupExplanation {
     pub fn closest_domain(&self) -> Option<&DomainFit> {
         self.domains.first()
     }
+}
+
+/// `pod` as the scheduler saw it before it was placed: no `nodeName` (which the NodeName
+/// filter would hold it to), no `nominatedNodeName`.
+fn unplaced(pod: &Arc<PodInfo>) -> Arc<PodInfo> {
+    if pod.node_name.is_none() && pod.nominated_node_name.is_none() {
+        return pod.clone();
+    }
+    let mut p = PodInfo::clone(pod);
+    p.node_name = None;
+    p.nominated_node_name = None;
+    Arc::new(p)
 }
 
 fn named(r: &Resources, names: &[String]) -> Vec<(String, i64)> {
@@ -130,7 +162,9 @@ impl Engine {
         } else {
             count(unbound.len())
         };
-        let pod = unbound.first().copied().or(members.first()).cloned();
+        // A bound member stands for the group as an unplaced copy (else the NodeName
+        // filter would hold it to its node).
+        let pod = unbound.first().copied().cloned().or_else(|| members.first().map(unplaced));
 
         let (level, level_required) = match info.as_ref() {
             Some(i) => match &i.topology_key {
@@ -150,6 +184,23 @@ impl Engine {
             None => (None, false),
         };
 
+        // Under `topologyLevels`, a group without a level is placed at the lowest one
+        // (`podset-unconstrained-topology`, or Kueue's implicit default with no request).
+        let mut level_mode = level.as_ref().map(|_| if level_required { "required" } else { "preferred" });
+        let (level, level_mode_hier) = match (&level, self.strategy.is_hierarchical(), info.as_ref()) {
+            (None, true, Some(i)) => {
+                let unconstrained =
+                    i.pod_group.metadata.annotations.as_ref().is_some_and(|a| {
+                        a.contains_key(placer_api::annotations::PODSET_UNCONSTRAINED_TOPOLOGY)
+                    });
+                (
+                    self.config.topology_levels.last().cloned(),
+                    Some(if unconstrained { "unconstrained" } else { "implied" }),
+                )
+            }
+            _ => (level, None),
+        };
+        level_mode = level_mode_hier.or(level_mode);
         let mut explanation = GroupExplanation {
             group: group.clone(),
             exists: info.is_some(),
@@ -166,6 +217,10 @@ impl Engine {
             domains: Vec::new(),
             used_domains: Vec::new(),
             filters: None,
+            placements: None,
+            ranking: None,
+            level_mode,
+            placements_as_decided: false,
         };
         let Some(pod) = pod else { return Some(explanation) };
         let mut names: Vec<String> = vec![crate::resources::PODS.to_string()];
@@ -202,6 +257,10 @@ impl Engine {
         };
         reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         explanation.filters = Some(FilterSummary { nodes: all.len(), feasible: feasible.len(), reasons });
+
+        if let Some(info) = info.as_ref() {
+            self.explain_decision(info, &members, &bound, &mut explanation);
+        }
 
         // The domains of the level, with the engine's per-domain sums.
         let Some(key) = level else { return Some(explanation) };
@@ -254,5 +313,49 @@ impl Engine {
         used.dedup();
         explanation.used_domains = used;
         Some(explanation)
+    }
+}
+
+impl Engine {
+    /// Fills [`GroupExplanation::placements`] (KEP-5732 strategy) or
+    /// [`GroupExplanation::ranking`] (hierarchical): the strategy run read-only on the
+    /// members still to place, or, when every member is bound, on all of them with their
+    /// own pods taken out of the cluster first (rolled back).
+    fn explain_decision(
+        &mut self,
+        info: &Arc<PodGroupInfo>,
+        members: &[Arc<PodInfo>],
+        bound: &[bool],
+        explanation: &mut GroupExplanation,
+    ) {
+        if members.is_empty() {
+            return;
+        }
+        let as_decided = bound.iter().all(|b| *b);
+        let mark = self.snapshot.checkpoint();
+        let (pods, scheduled) = if as_decided {
+            for p in members {
+                self.snapshot.remove_for_simulation(&p.key);
+            }
+            (members.iter().map(|p| (0, unplaced(p))).collect(), Vec::new())
+        } else {
+            let unbound = members.iter().zip(bound).filter(|(p, b)| !**b && !p.deleting);
+            (unbound.map(|(p, _)| (0, p.clone())).collect(), self.scheduled_members(&info.key))
+        };
+        let cycle = GroupCycle::new(info.clone(), self.gate(Gate::GangScheduling), pods, scheduled);
+        match &mut self.strategy {
+            Strategy::Placements => {
+                let ctx = GroupContext { placements: &self.placements, algo: &self.fw, config: &self.config };
+                explanation.placements = explain_placements(&ctx, &mut self.snapshot, &cycle);
+            }
+            Strategy::Hierarchical(cache) => {
+                explanation.ranking = Some(
+                    crate::tas::engine_bridge::rank_unit(&self.config, &self.snapshot, cache, &cycle)
+                        .map_err(|f| f.message),
+                );
+            }
+        }
+        explanation.placements_as_decided = as_decided;
+        self.snapshot.rollback(mark);
     }
 }

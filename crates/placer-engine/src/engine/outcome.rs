@@ -112,8 +112,15 @@ impl Engine {
                 let nodes = crate::preemption::nominated_nodes(&nominations);
                 let own: Vec<PodKey> = cycle.pods.iter().map(|p| p.key.clone()).collect();
                 let priority = self.cycle_priority(cycle);
-                let preemptor = format!("podgroup {key}");
-                self.actuate_preemption(&victims, &preemptor, "podgroup", priority, &nodes, &own, obs, out);
+                self.actuate_preemption(
+                    &victims,
+                    super::preempt::Preemptor::Group(key),
+                    priority,
+                    &nodes,
+                    &own,
+                    obs,
+                    out,
+                );
                 for (i, node) in nominations {
                     if let Some(q) = take(i) {
                         decided.push((q, Decided::Nominated { node }));

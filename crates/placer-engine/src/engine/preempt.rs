@@ -24,6 +24,52 @@ use crate::preemption::{
 };
 use crate::snapshot::Mark;
 
+/// Who preempts, as the victims' `Preempted` events name it.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Preemptor<'a> {
+    /// A single pod (per-pod preemption).
+    Pod(&'a PodInfo),
+    /// A PodGroup (its cycle; workload-aware or per-pod preemption of its members).
+    Group(&'a GroupKey),
+}
+
+impl Preemptor<'_> {
+    /// `pod` or `podgroup` (the metrics label).
+    pub(super) fn kind(&self) -> &'static str {
+        match self {
+            Preemptor::Pod(_) => "pod",
+            Preemptor::Group(_) => "podgroup",
+        }
+    }
+
+    /// The victim's `Preempted` event: kube-scheduler's `Preempted by pod <preemptor uid>
+    /// on node <node>` (its preemption executor; `on` is the candidate node) for a pod;
+    /// `Preempted by podgroup <ns>/<name>` for a PodGroup (the prefix upstream's
+    /// workload-aware preemption tests look for).
+    fn event_message(&self, on: Option<&str>) -> String {
+        match self {
+            Preemptor::Pod(p) => {
+                let who = if p.uid.is_empty() { p.key.to_string() } else { p.uid.clone() };
+                match on {
+                    Some(node) => format!("Preempted by pod {who} on node {node}"),
+                    None => format!("Preempted by pod {who}"),
+                }
+            }
+            Preemptor::Group(g) => format!("Preempted by podgroup {g}"),
+        }
+    }
+}
+
+/// `pod ns/name` or `podgroup ns/name`: the preemptor in Placer's own messages.
+impl std::fmt::Display for Preemptor<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Preemptor::Pod(p) => write!(f, "pod {}", p.key),
+            Preemptor::Group(g) => write!(f, "podgroup {g}"),
+        }
+    }
+}
+
 /// What the engine remembers about preemptions in flight.
 #[derive(Debug, Default)]
 pub(super) struct PreemptionState {
@@ -231,31 +277,28 @@ impl Engine {
 
     /// Carries a preemption out: evictions, `DisruptionTarget` on the PodGroups that lose
     /// pods, lower-priority nominations on `nodes` cleared (except `own` pods), metrics.
-    /// `preemptor` names it in messages (`pod ns/name`, `podgroup ns/name`).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn actuate_preemption(
         &mut self,
         victims: &[Arc<PodInfo>],
-        preemptor: &str,
-        kind: &'static str,
+        preemptor: Preemptor<'_>,
         priority: i32,
         nodes: &[NodeId],
         own: &[PodKey],
         obs: &mut dyn Observer,
         out: &mut Vec<Decision>,
     ) {
-        let on_node = match nodes {
-            [one] if kind == "pod" => format!(" on node {}", self.snapshot.node(*one).name()),
-            _ => String::new(),
+        let kind = preemptor.kind();
+        let on = match nodes {
+            [one] => Some(self.snapshot.node(*one).name().to_string()),
+            _ => None,
         };
+        let message = preemptor.event_message(on.as_deref());
         for v in victims {
             self.preempt.evicting.insert(v.key.clone(), v.uid.clone());
-            out.push(Decision::Evict {
-                pod: v.key.clone(),
-                uid: v.uid.clone(),
-                message: format!("Preempted by {preemptor}{on_node}"),
-            });
+            out.push(Decision::Evict { pod: v.key.clone(), uid: v.uid.clone(), message: message.clone() });
         }
+        let preemptor = preemptor.to_string();
         for (group, n) in disrupted_groups(&self.groups, victims) {
             out.push(Decision::PodGroupDisruptionTarget {
                 group,
@@ -409,7 +452,7 @@ mod tests {
         assert_eq!(evicted(&d), s(&["low"]));
         assert_eq!(nominated(&d), [("high".to_string(), Some("n1".to_string()))]);
         assert!(d.iter().any(|d| matches!(d, Decision::Evict { message, .. }
-            if message == "Preempted by pod default/high on node n1")));
+            if message == "Preempted by pod uid-high on node n1")));
         let d = round(&mut e);
         assert_eq!(bound(&d), [("high".to_string(), "n1".to_string())]);
     }

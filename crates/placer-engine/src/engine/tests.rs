@@ -584,3 +584,40 @@ fn explain_group_reports_domains_free_capacity_fit_and_shortfall() {
     assert_eq!((q.missing, q.members, q.level), (1, 3, None));
     assert!(e.explain_group(&GroupKey::new("default", "nope")).is_none());
 }
+
+#[test]
+fn explain_group_scores_the_placements_as_the_cycle_did_and_changes_nothing() {
+    let mut e = engine();
+    apply_all(
+        &mut e,
+        vec![
+            node("a1", "4", json!({"rack": "a"})),
+            node("a2", "4", json!({"rack": "a"})),
+            node("b1", "4", json!({"rack": "b"})),
+            node("b2", "4", json!({"rack": "b"})),
+            node("b3", "4", json!({"rack": "b"})),
+            pod_group("pg", Some(2), Some("rack")),
+            pod("p0", "2", Some("pg")),
+            pod("p1", "2", Some("pg")),
+        ],
+    );
+    let d = run(&mut e);
+    let rack_of = |n: &str| if n.starts_with('a') { "a" } else { "b" };
+    let used: Vec<&str> = binds(&d).iter().map(|(_, n)| rack_of(n)).collect();
+    assert_eq!(used.len(), 2, "{d:?}");
+    let x = e.explain_group(&GroupKey::new("default", "pg")).expect("known group");
+    assert!(x.placements_as_decided, "every member is bound: re-decided without them");
+    let p = x.placements.clone().expect("a constrained group has placements");
+    let names: Vec<&str> = p.plugins.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["PodGroupPodsCount", "NodeResourcesFit"]);
+    let winner = p.candidates.iter().find(|c| c.winner).expect("a winner");
+    assert_eq!(winner.name, used[0], "the explanation's winner is where the cycle put the group");
+    for c in &p.candidates {
+        assert!(c.feasible && c.pods == Some(2), "{c:?}");
+        let total: i64 = c.normalized.iter().zip(&p.plugins).map(|(s, (_, w))| s * w).sum();
+        assert_eq!(c.total, Some(total), "the total is the weighted sum: {c:?}");
+    }
+    // Read-only: asked again, the same answer; the group's pods are still bound.
+    assert_eq!(e.explain_group(&GroupKey::new("default", "pg")).map(|y| y.placements), Some(Some(p)));
+    assert_eq!(e.explain_group(&GroupKey::new("default", "pg")).map(|y| y.scheduled), Some(2));
+}

@@ -209,6 +209,34 @@ pub fn placements_to_find(configured: Option<u32>, total_nodes: usize, placement
     usize::try_from(found.max(1)).unwrap_or(usize::MAX)
 }
 
+/// One PlacementScore plugin's scores of every candidate (same order): the raw
+/// `score`s, then the `normalize`d ones, and the plugin's weight in the total.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginScores {
+    pub plugin: &'static str,
+    pub weight: i64,
+    pub raw: Vec<i64>,
+    pub normalized: Vec<i64>,
+}
+
+/// Every PlacementScore plugin's raw and normalized scores of every candidate, in the
+/// order the plugins are configured (the numbers [`total_scores`] combines).
+pub fn score_breakdown(
+    snap: &Snapshot,
+    cycle: &GroupCycle,
+    pf: &PlacementFramework,
+    candidates: &[PlacementCandidate<'_>],
+) -> Result<Vec<PluginScores>, Status> {
+    let mut out = Vec::with_capacity(pf.scorers.len());
+    for (plugin, weight) in &pf.scorers {
+        let raw = candidates.iter().map(|c| plugin.score(snap, cycle, c)).collect::<Result<Vec<i64>, _>>()?;
+        let mut normalized = raw.clone();
+        plugin.normalize(cycle, &mut normalized)?;
+        out.push(PluginScores { plugin: plugin.name(), weight: *weight, raw, normalized });
+    }
+    Ok(out)
+}
+
 /// Weighted sum of normalized scores of every candidate (same order).
 pub fn total_scores(
     snap: &Snapshot,
@@ -216,18 +244,19 @@ pub fn total_scores(
     pf: &PlacementFramework,
     candidates: &[PlacementCandidate<'_>],
 ) -> Result<Vec<i64>, Status> {
-    let mut totals = vec![0i64; candidates.len()];
-    let mut scores = vec![0i64; candidates.len()];
-    for (plugin, weight) in &pf.scorers {
-        for (s, c) in scores.iter_mut().zip(candidates) {
-            *s = plugin.score(snap, cycle, c)?;
-        }
-        plugin.normalize(cycle, &mut scores)?;
-        for (t, s) in totals.iter_mut().zip(&scores) {
-            *t = t.saturating_add(s.saturating_mul(*weight));
+    Ok(totals_of(&score_breakdown(snap, cycle, pf, candidates)?, candidates.len()))
+}
+
+/// The total of each of `n` candidates: the sum over plugins of weight x normalized score
+/// (saturating).
+pub fn totals_of(breakdown: &[PluginScores], n: usize) -> Vec<i64> {
+    let mut totals = vec![0i64; n];
+    for p in breakdown {
+        for (t, s) in totals.iter_mut().zip(&p.normalized) {
+            *t = t.saturating_add(s.saturating_mul(p.weight));
         }
     }
-    Ok(totals)
+    totals
 }
 
 /// Highest total wins; equal totals go to the lexicographically smallest name.

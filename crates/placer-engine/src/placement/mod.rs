@@ -239,38 +239,9 @@ pub fn schedule_pod_group(
 
     // What the group needs, for the aggregate pre-filter of each placement visited.
     let demand = Demand::new(cycle);
-
-    // Order: name order, the placement with the most nominated members first.
-    let mut order: Vec<usize> = (0..placements.len()).collect();
-    let nominated_first = nominated_placement(snap, cycle, &placements);
-    if let Some(first) = nominated_first {
-        order.retain(|&i| i != first);
-        order.insert(0, first);
-    }
-    let total_nodes: usize = placements.iter().map(|p| p.nodes.len()).sum();
-    let to_find = if pf.scorers.is_empty() {
-        usize::MAX
-    } else {
-        placements_to_find(pf.percentage_of_placements_to_score, total_nodes, placements.len())
-    };
-    let plan = EvaluationPlan {
-        placements: &placements,
-        // Sound only if some active filter checks plain resources for every member.
-        prefilter: (!baseline && cycle.pods.iter().all(|p| ctx.algo.shortcuts(p).aggregate_bound))
-            .then_some(&demand),
-        key: &key,
-        order: &order,
-        to_find,
-        nominated_first,
-    };
-
-    // Phase 2 and 3, first by counting where that is exact, then (if the winner's
-    // simulation disagrees with its count) by simulating every placement.
-    // Exact only for identical members whose every active filter is node-local or checks
-    // plain resources (the filters' declared `Dependence`).
-    let counting = !baseline
-        && crate::podgroup::is_uniform_node_local(cycle)
-        && ctx.algo.shortcuts(&cycle.pods[0]).copy_counting;
+    let (order, nominated_first) = evaluation_order(snap, cycle, &placements);
+    let plan = EvaluationPlan::new(ctx, cycle, &placements, &demand, &key, &order, nominated_first);
+    let counting = counting_is_exact(ctx, cycle);
     for use_counting in [counting, false] {
         let evaluated = evaluate_placements(ctx, snap, cycle, &plan, use_counting, obs);
         if let Some(first) = evaluated.first() {
@@ -344,6 +315,65 @@ struct EvaluationPlan<'a> {
     order: &'a [usize],
     to_find: usize,
     nominated_first: Option<usize>,
+}
+
+impl<'a> EvaluationPlan<'a> {
+    /// The plan of a cycle: the pre-filter where it is sound, and how many feasible
+    /// placements to find (`percentageOfPlacementsToScore`; all without score plugins).
+    fn new(
+        ctx: &GroupContext<'_>,
+        cycle: &GroupCycle,
+        placements: &'a [Placement],
+        demand: &'a Demand,
+        key: &'a str,
+        order: &'a [usize],
+        nominated_first: Option<usize>,
+    ) -> EvaluationPlan<'a> {
+        let pf = ctx.placements;
+        let baseline = ctx.config.placement_search == crate::config::PlacementSearch::Baseline;
+        let total_nodes: usize = placements.iter().map(|p| p.nodes.len()).sum();
+        let to_find = if pf.scorers.is_empty() {
+            usize::MAX
+        } else {
+            placements_to_find(pf.percentage_of_placements_to_score, total_nodes, placements.len())
+        };
+        EvaluationPlan {
+            placements,
+            // Sound only if some active filter checks plain resources for every member.
+            prefilter: (!baseline && cycle.pods.iter().all(|p| ctx.algo.shortcuts(p).aggregate_bound))
+                .then_some(demand),
+            key,
+            order,
+            to_find,
+            nominated_first,
+        }
+    }
+}
+
+/// Evaluation order: name order, the placement with the most nominated members first
+/// (returned as well).
+fn evaluation_order(
+    snap: &Snapshot,
+    cycle: &GroupCycle,
+    placements: &[Placement],
+) -> (Vec<usize>, Option<usize>) {
+    let mut order: Vec<usize> = (0..placements.len()).collect();
+    let nominated_first = nominated_placement(snap, cycle, placements);
+    if let Some(first) = nominated_first {
+        order.retain(|&i| i != first);
+        order.insert(0, first);
+    }
+    (order, nominated_first)
+}
+
+/// Phase 2 and 3 go first by counting where that is exact (then, if the winner's
+/// simulation disagrees with its count, by simulating every placement): for identical
+/// members whose every active filter is node-local or checks plain resources (the
+/// filters' declared `Dependence`).
+fn counting_is_exact(ctx: &GroupContext<'_>, cycle: &GroupCycle) -> bool {
+    ctx.config.placement_search != crate::config::PlacementSearch::Baseline
+        && crate::podgroup::is_uniform_node_local(cycle)
+        && ctx.algo.shortcuts(&cycle.pods[0]).copy_counting
 }
 
 /// Phase 2: evaluates placements in `plan.order` until `plan.to_find` feasible ones are
@@ -542,6 +572,21 @@ fn score_placements(
     feasible: &[&Evaluated],
     use_index: bool,
 ) -> Result<usize, Status> {
+    with_candidates(snap, cycle, placements, feasible, use_index, |candidates| {
+        let totals = total_scores(snap, cycle, pf, candidates)?;
+        Ok(select_best(candidates, &totals))
+    })
+}
+
+/// Calls `f` with the PlacementScore view of the `feasible` placements (same order).
+fn with_candidates<R>(
+    snap: &Snapshot,
+    cycle: &GroupCycle,
+    placements: &[Placement],
+    feasible: &[&Evaluated],
+    use_index: bool,
+    f: impl FnOnce(&[PlacementCandidate<'_>]) -> R,
+) -> R {
     let index =
         cycle.group.topology_key.as_deref().filter(|_| use_index).and_then(|k| snap.topology_domains(k));
     let aggregates: Vec<std::borrow::Cow<'_, PlacementAggregate>> = feasible
@@ -565,6 +610,142 @@ fn score_placements(
             aggregate,
         })
         .collect();
-    let totals = total_scores(snap, cycle, pf, &candidates)?;
-    Ok(select_best(&candidates, &totals))
+    f(&candidates)
+}
+
+// ---------------------------------------------------------------------------------------
+// Explanation (read-only): the same phases, every number kept.
+// ---------------------------------------------------------------------------------------
+
+/// How the placement search decided a constrained group: every candidate placement, how
+/// it fared, each PlacementScore plugin's scores and the total, and the winner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacementScores {
+    /// The PlacementScore plugins (name, weight), in the order they are configured.
+    pub plugins: Vec<(String, i64)>,
+    /// Every generated placement, in evaluation order.
+    pub candidates: Vec<ScoredPlacement>,
+    /// How many feasible placements the search looks for before it scores
+    /// (`percentageOfPlacementsToScore`; `usize::MAX`: all).
+    pub to_find: usize,
+    /// Why the winner won (`None`: no placement is feasible).
+    pub decided_by: Option<String>,
+    /// Why no placement was generated, if none was.
+    pub note: Option<String>,
+}
+
+/// One candidate placement in [`PlacementScores`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScoredPlacement {
+    /// The placement's name (the domain value; `a/b` for intersections).
+    pub name: String,
+    pub nodes: usize,
+    /// Evaluated (false: the search stopped once it had found enough feasible ones).
+    pub evaluated: bool,
+    pub feasible: bool,
+    /// Pods of the cycle that fit there (`None`: not evaluated, or rejected by the
+    /// aggregate pre-filter before any pod was tried).
+    pub pods: Option<u32>,
+    /// Why it is infeasible (empty when feasible or not evaluated).
+    pub reason: String,
+    /// Per plugin of [`PlacementScores::plugins`]: the raw score and the normalized one
+    /// (empty when the placement was not scored).
+    pub raw: Vec<i64>,
+    pub normalized: Vec<i64>,
+    /// Sum of weight x normalized score.
+    pub total: Option<i64>,
+    pub winner: bool,
+}
+
+/// Runs the placement search's generation, evaluation and scoring for `cycle` as
+/// [`schedule_pod_group`] does (same order, pre-filter, `percentageOfPlacementsToScore`,
+/// nominated placement first), keeping every number instead of binding. `None` for a
+/// group the search does not constrain (one placement: every node). `snap` is left as
+/// found.
+pub fn explain_placements(
+    ctx: &GroupContext<'_>,
+    snap: &mut Snapshot,
+    cycle: &GroupCycle,
+) -> Option<PlacementScores> {
+    let pf = ctx.placements;
+    if cycle.pods.is_empty() || !pf.constrains(cycle) {
+        return None;
+    }
+    let baseline = ctx.config.placement_search == crate::config::PlacementSearch::Baseline;
+    let key = cycle.group.topology_key.clone().unwrap_or_default();
+    if !baseline && !key.is_empty() {
+        snap.refresh_topology_domains(&key);
+    }
+    let parent = Placement { name: "".into(), nodes: snap.all_nodes() };
+    let generated = pf.generate(snap, cycle, &parent).ok()?;
+    let placements = generated.placements;
+    let demand = Demand::new(cycle);
+    let (order, nominated_first) = evaluation_order(snap, cycle, &placements);
+    let plan = EvaluationPlan::new(ctx, cycle, &placements, &demand, &key, &order, nominated_first);
+    let mut obs = crate::observer::NoopObserver;
+    let evaluated = evaluate_placements(ctx, snap, cycle, &plan, counting_is_exact(ctx, cycle), &mut obs);
+    let feasible: Vec<&Evaluated> = evaluated.iter().filter(|e| e.feasible()).collect();
+    let breakdown = with_candidates(snap, cycle, &placements, &feasible, !baseline, |candidates| {
+        let b = score_breakdown(snap, cycle, pf, candidates).ok()?;
+        let totals = totals_of(&b, candidates.len());
+        let best = (!candidates.is_empty()).then(|| select_best(candidates, &totals));
+        Some((b, totals, best))
+    });
+    let (breakdown, totals, best) = breakdown.unwrap_or_default();
+    let nominated_won = evaluated.first().is_some_and(|e| nominated_first == Some(e.idx) && e.feasible());
+    let winner_idx = if nominated_won {
+        evaluated.first().map(|e| e.idx)
+    } else {
+        match feasible.len() {
+            0 => None,
+            1 => Some(feasible[0].idx),
+            _ => best.map(|b| feasible[b].idx),
+        }
+    };
+    let decided_by = winner_idx.map(|_| {
+        if nominated_won {
+            "holds the most members' nominatedNodeName: taken without scoring".to_string()
+        } else if feasible.len() == 1 {
+            "the only feasible placement evaluated".to_string()
+        } else {
+            let top = totals.iter().copied().max().unwrap_or(0);
+            if totals.iter().filter(|t| **t == top).count() > 1 {
+                "highest total score, tied: the smallest name wins".to_string()
+            } else {
+                "highest total score".to_string()
+            }
+        }
+    });
+    let mut candidates = Vec::with_capacity(placements.len());
+    for &idx in &order {
+        let p = &placements[idx];
+        let e = evaluated.iter().find(|e| e.idx == idx);
+        let scored = feasible.iter().position(|f| f.idx == idx);
+        candidates.push(ScoredPlacement {
+            name: p.name.to_string(),
+            nodes: p.nodes.len(),
+            evaluated: e.is_some(),
+            feasible: e.is_some_and(Evaluated::feasible),
+            pods: e
+                .filter(|e| !matches!(e.eval, Eval::Prefiltered(_)))
+                .map(|e| u32::try_from(e.placed_pods.len()).unwrap_or(u32::MAX)),
+            reason: match e {
+                Some(e) if !e.feasible() => e.reason(|i, r| r.message(snap, &placements[i].nodes, &demand)),
+                _ => String::new(),
+            },
+            raw: scored.map(|i| breakdown.iter().map(|b| b.raw[i]).collect()).unwrap_or_default(),
+            normalized: scored
+                .map(|i| breakdown.iter().map(|b| b.normalized[i]).collect())
+                .unwrap_or_default(),
+            total: scored.and_then(|i| totals.get(i).copied()),
+            winner: winner_idx == Some(idx),
+        });
+    }
+    Some(PlacementScores {
+        plugins: pf.scorers.iter().map(|(s, w)| (s.name().to_string(), *w)).collect(),
+        candidates,
+        to_find: plan.to_find,
+        decided_by,
+        note: generated.note,
+    })
 }

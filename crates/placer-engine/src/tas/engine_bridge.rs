@@ -327,6 +327,41 @@ pub fn place_unit(
     )))
 }
 
+/// How the hierarchical algorithm ranks the domains for a single PodGroup's cycle (no
+/// leader + workers unit, no repair of a placed gang): the problem [`place_unit`] would
+/// build on its first plan, handed to [`super::rank_domains`]. `snap` is not changed.
+pub fn rank_unit(
+    config: &SchedulerConfig,
+    snap: &Snapshot,
+    cache: &mut TasCache,
+    cycle: &GroupCycle,
+) -> Result<super::TasRanking, UnitFailure> {
+    let levels = config.topology_levels.as_slice();
+    if cycle.pods.is_empty() {
+        return Err(UnitFailure::unschedulable("no pod of the group to schedule"));
+    }
+    let request = parse_request(&cycle.group, levels, &config.gates, total_pods(cycle))
+        .map_err(|e| UnitFailure::unschedulable(e.to_string()))?;
+    let main = member(0, cycle, request.pod_index_offset.unwrap_or(0));
+    cache.refresh(snap, levels)?;
+    let pinned = pinned_nodes(cache, snap, &[cycle], &request)?;
+    let nodes = build_nodes(cache, snap, &main, None, pinned.as_deref(), &Corrections::default(), config);
+    let Some(topology) = cache.topology.as_ref() else {
+        return Err(UnitFailure { message: "the topology cache is empty".to_string(), internal: true });
+    };
+    let problem = TasProblem {
+        levels: &topology.levels,
+        nodes: &nodes,
+        worker_requests: &main.requests,
+        worker_count: u32::try_from(cycle.pods.len()).unwrap_or(u32::MAX),
+        leader: None,
+        request: &request,
+        gates: &config.gates,
+        algorithms: config.topology_algorithms,
+    };
+    Ok(super::rank_domains(&topology.tree, &problem)?)
+}
+
 /// Members already scheduled plus the pods of this cycle.
 fn total_pods(c: &GroupCycle) -> u32 {
     u32::try_from(c.pods.len()).unwrap_or(u32::MAX).saturating_add(c.scheduled_count())

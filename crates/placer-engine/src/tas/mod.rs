@@ -362,6 +362,102 @@ pub fn find_assignment_in(tree: &DomainTree, p: &TasProblem) -> Result<TasAssign
     Ok(build(tree, p, &st, &leaves, algorithm, fit_level))
 }
 
+/// One domain of the requested level as the algorithm ranks it (phase 1 counts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankedDomain {
+    /// Value path, coarsest level first.
+    pub path: Vec<String>,
+    /// Worker pods that fit.
+    pub pods: i64,
+    /// Slices that fit (pods / slice size at the slice level; pods without slices).
+    pub slices: i64,
+    /// 1 when the leader fits in the domain (leader + workers groups).
+    pub leader: i64,
+    /// Sum of preferred node-affinity weights (gate `TASRespectNodeAffinityPreferred`).
+    pub affinity: i64,
+    /// Worker pods assigned here by the run (0: not used).
+    pub assigned: u64,
+}
+
+/// How the hierarchical algorithm ranks the domains of the requested level for a
+/// problem, and what it decided ([`find_assignment_in`] on the same problem).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TasRanking {
+    /// The algorithm chosen for the request (the one that ran may differ: a
+    /// BalancedPlacement that gives up falls back; see `ran`).
+    pub chosen: Algorithm,
+    /// The algorithm that produced the assignment (`None`: no assignment).
+    pub ran: Option<Algorithm>,
+    /// The topology levels, coarsest first.
+    pub levels: Vec<String>,
+    /// Index of the level searched first (required / preferred level; the lowest for an
+    /// unconstrained or implied request; the highest for a slices-only one).
+    pub requested_level: usize,
+    pub required: bool,
+    /// Pods (or slices) the request needs, and the slice size.
+    pub count: i64,
+    pub slice_size: i64,
+    /// The level where the pods were found to fit (the requested one, higher for a
+    /// preferred request that climbed).
+    pub fit_level: Option<usize>,
+    /// Every domain of the requested level in the algorithm's sort order.
+    pub domains: Vec<RankedDomain>,
+    /// Why no assignment (empty on success).
+    pub failure: String,
+}
+
+/// Ranks the requested level's domains exactly as phase 2a sorts them (leader-capable
+/// first, the affinity score with its gate, then slices: most first for BestFit, fewest
+/// first for LeastFreeCapacity, then fewer pods, then name) from the phase-1 counts, and
+/// runs [`find_assignment_in`] for the decision. Read-only.
+pub fn rank_domains(tree: &DomainTree, p: &TasProblem) -> Result<TasRanking, TasFailure> {
+    let chosen = p.algorithms.resolve(p.request.mode, p.gates);
+    let params = resolve(p, chosen)?;
+    let (requested_level, required, lfc) = (params.requested_level, params.required, params.lfc);
+    let (count, slice_size) = (params.count, params.slice_size);
+    let mut solver = Solver::new(tree, params);
+    let st = solver.fill(p.nodes, p.worker_requests, p.leader.map(|(r, _)| r));
+    let mut sorted: Vec<DomainId> = tree.level_domains(requested_level).collect();
+    solver.sort_with_leader(&st, &mut sorted, lfc);
+    let outcome = find_assignment_in(tree, p);
+    let assigned = |path: &[String]| -> u64 {
+        outcome.as_ref().map_or(0, |a| {
+            a.worker
+                .iter()
+                .filter(|l| l.values.len() > requested_level && l.values[..=requested_level] == path[..])
+                .map(|l| u64::from(l.count))
+                .sum()
+        })
+    };
+    let domains = sorted
+        .iter()
+        .map(|&d| {
+            let s = &st[d.idx()];
+            let path = tree.path(d);
+            RankedDomain {
+                assigned: assigned(&path),
+                path,
+                pods: if p.leader.is_some() { s.pods_with_leader } else { s.pods },
+                slices: if p.leader.is_some() { s.slices_with_leader } else { s.slices },
+                leader: s.leader,
+                affinity: s.affinity,
+            }
+        })
+        .collect();
+    Ok(TasRanking {
+        chosen,
+        ran: outcome.as_ref().ok().map(|a| a.algorithm),
+        levels: p.levels.to_vec(),
+        requested_level,
+        required,
+        count,
+        slice_size,
+        fit_level: outcome.as_ref().ok().map(|a| a.fit_level),
+        domains,
+        failure: outcome.err().map(|f| f.message).unwrap_or_default(),
+    })
+}
+
 /// Resolves the request and the chosen algorithm into the run's parameters.
 /// BalancedPlacement falls back to BestFit (LeastFreeCapacity under the
 /// `TASProfileLeastFreeCapacity` gate) when it gives up.

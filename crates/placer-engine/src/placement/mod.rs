@@ -239,6 +239,11 @@ pub fn schedule_pod_group(
 
     // What the group needs, for the aggregate pre-filter of each placement visited.
     let demand = Demand::new(cycle);
+    // The devices its claims take at least, for the device pre-filter: sound only if the
+    // DynamicResources filter is active for every member.
+    let devices = (!baseline && cycle.pods.iter().all(|p| ctx.algo.shortcuts(p).devices))
+        .then(|| snap.dra().device_demand(&cycle.pods, demand.needed() as usize))
+        .flatten();
 
     // Order: name order, the placement with the most nominated members first.
     let mut order: Vec<usize> = (0..placements.len()).collect();
@@ -258,6 +263,7 @@ pub fn schedule_pod_group(
         // Sound only if some active filter checks plain resources for every member.
         prefilter: (!baseline && cycle.pods.iter().all(|p| ctx.algo.shortcuts(p).aggregate_bound))
             .then_some(&demand),
+        devices: devices.as_ref(),
         key: &key,
         order: &order,
         to_find,
@@ -339,6 +345,9 @@ struct EvaluationPlan<'a> {
     placements: &'a [Placement],
     /// The pre-filter's input; `None`: no pre-filter (the baseline search).
     prefilter: Option<&'a Demand>,
+    /// The device pre-filter's input; `None`: no device pre-filter (no claims to allocate,
+    /// the DynamicResources filter off, or the baseline search).
+    devices: Option<&'a crate::snapshot::dra::DeviceDemand>,
     /// The topology key (for the snapshot's domain index).
     key: &'a str,
     order: &'a [usize],
@@ -368,6 +377,12 @@ fn evaluate_placements(
                 None => prefilter(snap, &p.nodes, demand),
             }
             .err()
+        });
+        // Devices: the placement's free devices must cover what the claims take at least.
+        let rejected = rejected.or_else(|| {
+            let demand = plan.devices?;
+            let nodes = plan.placements[idx].nodes.iter().map(|&id| &*snap.node(id).info);
+            (!snap.dra().devices_suffice(nodes, demand)).then(|| Rejection::Reason(DEVICES_SHORT.to_string()))
         });
         let e = if let Some(rejection) = rejected {
             Evaluated {

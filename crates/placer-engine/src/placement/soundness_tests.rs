@@ -151,7 +151,9 @@ fn dra_state(gpus: &[u8], held: &[(usize, u8)], counts: &[i64]) -> crate::snapsh
                 driver: DRIVER.into(),
                 node_name: Some(name.clone()),
                 pool: ResourcePool { name, generation: 1, resource_slice_count: 1 },
-                devices: Some((0..n).map(|k| Device { name: format!("g{k}"), ..Default::default() }).collect()),
+                devices: Some(
+                    (0..n).map(|k| Device { name: format!("g{k}"), ..Default::default() }).collect(),
+                ),
                 ..Default::default()
             },
         }));
@@ -285,7 +287,12 @@ fn a_rack_constrained_gang_goes_to_the_rack_with_free_devices() {
         })
         .collect();
     let pods: Vec<(u64, Arc<PodInfo>)> = (0..4)
-        .map(|i| (i as u64, Arc::new(pod(&format!("m{i}")).cpu("1").resource_claim("gpu", &format!("c{i}")).build())))
+        .map(|i| {
+            (
+                i as u64,
+                Arc::new(pod(&format!("m{i}")).cpu("1").resource_claim("gpu", &format!("c{i}")).build()),
+            )
+        })
         .collect();
     let cycle = GroupCycle::new(group("pg", Some(4), Some("rack")), true, pods, vec![]);
     let config = SchedulerConfig::default();

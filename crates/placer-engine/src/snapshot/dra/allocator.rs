@@ -221,9 +221,10 @@ impl DraState {
                             Some(cached) => cached.clone()?,
                             None => class_selectors_match(v.class, class, &env, &c.id)?,
                         };
-                        let ok = by_class && selectors_match(own, &env, |i, m| {
-                            format!("claim {}: selector #{i} on device {}: {m}", entry.key, show(&c.id))
-                        })?;
+                        let ok = by_class
+                            && selectors_match(own, &env, |i, m| {
+                                format!("claim {}: selector #{i} on device {}: {m}", entry.key, show(&c.id))
+                            })?;
                         if ok {
                             matching.push(k);
                         }
@@ -408,7 +409,11 @@ impl DraState {
                 }
                 let id = match cache.and_then(|c| c.ids.get(index)) {
                     Some(id) => id.clone(),
-                    None => (s.spec.driver.as_str().into(), s.spec.pool.name.as_str().into(), d.name.as_str().into()),
+                    None => (
+                        s.spec.driver.as_str().into(),
+                        s.spec.pool.name.as_str().into(),
+                        d.name.as_str().into(),
+                    ),
                 };
                 out.push(Cand { id, device: d, slice: s, index, cache });
             }

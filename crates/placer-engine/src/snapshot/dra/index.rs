@@ -99,7 +99,11 @@ impl SliceCache {
             .iter()
             .flatten()
             .map(|d| {
-                (slice.spec.driver.as_str().into(), slice.spec.pool.name.as_str().into(), d.name.as_str().into())
+                (
+                    slice.spec.driver.as_str().into(),
+                    slice.spec.pool.name.as_str().into(),
+                    d.name.as_str().into(),
+                )
             })
             .collect();
         SliceCache { slice, ids, current: true, classes: FxHashMap::default() }
@@ -223,7 +227,9 @@ impl super::DraState {
         let by_class = classes
             .iter()
             .enumerate()
-            .map(|(i, c)| (c.clone(), smallest(rows.iter().map(|r| r.1.get(i).copied().unwrap_or(0)).collect())))
+            .map(|(i, c)| {
+                (c.clone(), smallest(rows.iter().map(|r| r.1.get(i).copied().unwrap_or(0)).collect()))
+            })
             .collect();
         Some(DeviceDemand { total, by_class })
     }
@@ -258,7 +264,8 @@ impl super::DraState {
                         None => match self.classes.get(class.as_str()) {
                             Some(entry) => {
                                 let env = DeviceEnv { driver: &c.id.0, device: c.device };
-                                super::allocator::class_selectors_match(class, entry, &env, &c.id).unwrap_or(true)
+                                super::allocator::class_selectors_match(class, entry, &env, &c.id)
+                                    .unwrap_or(true)
                             }
                             None => true,
                         },

@@ -42,7 +42,9 @@ fn slice(name: &str, node: Option<&str>, generation: i64, mems: &[Option<i64>]) 
         .map(|(i, m)| Device {
             name: format!("d{i}"),
             attributes: m.map(|m| {
-                [("mem".to_string(), DeviceAttribute { int: Some(m), ..Default::default() })].into_iter().collect()
+                [("mem".to_string(), DeviceAttribute { int: Some(m), ..Default::default() })]
+                    .into_iter()
+                    .collect()
             }),
             ..Default::default()
         })
@@ -80,7 +82,11 @@ fn claim_object(name: &str, requests: Vec<DeviceRequest>, allocated: &[String]) 
         ..Default::default()
     });
     ResourceClaim {
-        metadata: ObjectMeta { name: Some(name.into()), namespace: Some("default".into()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
         spec: ResourceClaimSpec {
             devices: Some(DeviceClaim { requests: Some(requests), constraints: None, config: None }),
         },

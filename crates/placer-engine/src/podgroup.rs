@@ -380,7 +380,7 @@ pub(crate) mod tests {
     impl PodScheduler for FirstFit {
         /// Resources only: every shortcut is exact.
         fn shortcuts(&self, _pod: &PodInfo) -> crate::framework::Shortcuts {
-            crate::framework::Shortcuts { aggregate_bound: true, copy_counting: true }
+            crate::framework::Shortcuts { aggregate_bound: true, copy_counting: true, devices: false }
         }
         fn find_node(&self, snap: &Snapshot, pod: &PodInfo, nodes: &[NodeId]) -> Result<NodeId, FitError> {
             let mut err = FitError { num_nodes: nodes.len(), ..FitError::default() };

@@ -267,9 +267,8 @@ impl Snapshot {
         if todo.is_empty() {
             return;
         }
-        let in_use = self.dra.in_use();
         let info = self.node(node).info.clone();
-        let Ok(Some(results)) = self.dra.allocate(&todo, &info, &in_use) else { return };
+        let Ok(Some(results)) = self.dra.allocate(&todo, &info, self.dra.in_use_set()) else { return };
         let keys: Vec<crate::model::ObjectKey> = todo.iter().map(|e| e.key.clone()).collect();
         for (key, allocation) in keys.into_iter().zip(results) {
             let old = self.dra.record(key.clone(), Arc::new(allocation), pod.key.clone());

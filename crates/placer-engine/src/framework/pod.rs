@@ -298,6 +298,10 @@ pub struct Shortcuts {
     /// Copies of the pod can be counted per node (and placed in one pass): every active
     /// filter is node-local or checks plain resources, and at least one checks them.
     pub copy_counting: bool,
+    /// The device pre-filter may reject a placement: the `DynamicResources` filter is
+    /// active, so "the placement's free devices cannot cover the pods' claims" is a
+    /// necessary condition of feasibility.
+    pub devices: bool,
 }
 
 /// The configured pod-level plugins: filters in kube-scheduler's order, score plugins with
@@ -395,14 +399,16 @@ impl Framework {
     pub fn shortcuts(&self, pod: &PodInfo) -> Shortcuts {
         let mut resources = false;
         let mut exact = true;
+        let mut devices = false;
         for f in &self.filters {
+            devices |= f.name() == crate::plugins::dynamic_resources::NAME;
             match f.dependence(pod) {
                 Dependence::NodeLocal => {}
                 Dependence::PlainResources => resources = true,
                 Dependence::SameNodePods | Dependence::OtherPods | Dependence::ExtraCapacity => exact = false,
             }
         }
-        Shortcuts { aggregate_bound: resources, copy_counting: resources && exact }
+        Shortcuts { aggregate_bound: resources, copy_counting: resources && exact, devices }
     }
 
     /// Runs Reserve for one pod; on an error the plugins reserved so far are unreserved.

@@ -240,7 +240,7 @@ pub fn schedule_pod_group(
     // What the group needs, for the aggregate pre-filter of each placement visited.
     let demand = Demand::new(cycle);
     let (order, nominated_first) = evaluation_order(snap, cycle, &placements);
-    let plan = EvaluationPlan::new(ctx, cycle, &placements, &demand, &key, &order, nominated_first);
+    let plan = EvaluationPlan::new(ctx, snap, cycle, &placements, &demand, &key, &order, nominated_first);
     let counting = counting_is_exact(ctx, cycle);
     for use_counting in [counting, false] {
         let evaluated = evaluate_placements(ctx, snap, cycle, &plan, use_counting, obs);
@@ -310,6 +310,9 @@ struct EvaluationPlan<'a> {
     placements: &'a [Placement],
     /// The pre-filter's input; `None`: no pre-filter (the baseline search).
     prefilter: Option<&'a Demand>,
+    /// The device pre-filter's input; `None`: no device pre-filter (no claims to allocate,
+    /// the DynamicResources filter off, or the baseline search).
+    devices: Option<crate::snapshot::dra::DeviceDemand>,
     /// The topology key (for the snapshot's domain index).
     key: &'a str,
     order: &'a [usize],
@@ -320,8 +323,10 @@ struct EvaluationPlan<'a> {
 impl<'a> EvaluationPlan<'a> {
     /// The plan of a cycle: the pre-filter where it is sound, and how many feasible
     /// placements to find (`percentageOfPlacementsToScore`; all without score plugins).
+    #[allow(clippy::too_many_arguments)]
     fn new(
         ctx: &GroupContext<'_>,
+        snap: &Snapshot,
         cycle: &GroupCycle,
         placements: &'a [Placement],
         demand: &'a Demand,
@@ -337,11 +342,17 @@ impl<'a> EvaluationPlan<'a> {
         } else {
             placements_to_find(pf.percentage_of_placements_to_score, total_nodes, placements.len())
         };
+        // The devices its claims take at least, for the device pre-filter: sound only if the
+        // DynamicResources filter is active for every member.
+        let devices = (!baseline && cycle.pods.iter().all(|p| ctx.algo.shortcuts(p).devices))
+            .then(|| snap.dra().device_demand(&cycle.pods, demand.needed() as usize))
+            .flatten();
         EvaluationPlan {
             placements,
             // Sound only if some active filter checks plain resources for every member.
             prefilter: (!baseline && cycle.pods.iter().all(|p| ctx.algo.shortcuts(p).aggregate_bound))
                 .then_some(demand),
+            devices,
             key,
             order,
             to_find,
@@ -398,6 +409,12 @@ fn evaluate_placements(
                 None => prefilter(snap, &p.nodes, demand),
             }
             .err()
+        });
+        // Devices: the placement's free devices must cover what the claims take at least.
+        let rejected = rejected.or_else(|| {
+            let demand = plan.devices.as_ref()?;
+            let nodes = plan.placements[idx].nodes.iter().map(|&id| &*snap.node(id).info);
+            (!snap.dra().devices_suffice(nodes, demand)).then(|| Rejection::Reason(DEVICES_SHORT.to_string()))
         });
         let e = if let Some(rejection) = rejected {
             Evaluated {
@@ -681,7 +698,7 @@ pub fn explain_placements(
     let placements = generated.placements;
     let demand = Demand::new(cycle);
     let (order, nominated_first) = evaluation_order(snap, cycle, &placements);
-    let plan = EvaluationPlan::new(ctx, cycle, &placements, &demand, &key, &order, nominated_first);
+    let plan = EvaluationPlan::new(ctx, snap, cycle, &placements, &demand, &key, &order, nominated_first);
     let mut obs = crate::observer::NoopObserver;
     let evaluated = evaluate_placements(ctx, snap, cycle, &plan, counting_is_exact(ctx, cycle), &mut obs);
     let feasible: Vec<&Evaluated> = evaluated.iter().filter(|e| e.feasible()).collect();

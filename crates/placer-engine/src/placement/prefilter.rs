@@ -46,7 +46,17 @@ impl Demand {
         }
         Demand::Mixed { sum, needed }
     }
+
+    /// How many of the pods must fit.
+    pub(super) fn needed(&self) -> u32 {
+        match self {
+            Demand::Uniform { needed, .. } | Demand::Mixed { needed, .. } => *needed,
+        }
+    }
 }
+
+/// The device pre-filter's reason (the DynamicResources filter's own).
+pub(super) const DEVICES_SHORT: &str = crate::plugins::dynamic_resources::ERR_CANNOT_ALLOCATE;
 
 /// Why the pre-filter rejected a placement. The limiting resource of a uniform group is
 /// looked up only when a message is built (most rejected placements never need one).

@@ -331,7 +331,7 @@ proptest! {
         let ctx = GroupContext { placements: &pf, algo: &fw, config: &config };
         let placements = pf.generate(&snap, &c, &Placement { name: "".into(), nodes: snap.node_ids().into() }).unwrap().placements;
         let order: Vec<usize> = (0..placements.len()).collect();
-        let plan = EvaluationPlan { placements: &placements, prefilter: None, key: "rack", order: &order, to_find: usize::MAX, nominated_first: None };
+        let plan = EvaluationPlan { placements: &placements, prefilter: None, devices: None, key: "rack", order: &order, to_find: usize::MAX, nominated_first: None };
         let counted = evaluate_placements(&ctx, &mut snap, &c, &plan, true, &mut NoopObserver);
         let simulated = evaluate_placements(&ctx, &mut snap, &c, &plan, false, &mut NoopObserver);
         prop_assert_eq!(counted.len(), simulated.len());

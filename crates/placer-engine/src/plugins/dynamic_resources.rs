@@ -3,7 +3,10 @@
 //!
 //! * PreFilter resolves the pod's claims (upstream's messages when a claim is missing, not
 //!   generated yet, being deleted or not the pod's), checks that every claim to allocate
-//!   names DeviceClasses that exist, and takes the devices in use once.
+//!   names DeviceClasses that exist, and notes the snapshot generation: Filter and Reserve
+//!   read the devices in use from the snapshot's incremental index, which is the set as
+//!   of PreFilter while the generation is unchanged (the cycle state borrows the
+//!   snapshot); otherwise they recompute it.
 //! * Filter: an allocated claim must be available on the node (its allocation's node
 //!   selector); the unallocated ones must be allocatable together on the node
 //!   (`cannot allocate all claims`). Both are `UnschedulableAndUnresolvable`; a selector
@@ -23,6 +26,7 @@ use crate::framework::{
     NodeState, PodClaimState, PodInfo, PreBindPlugin, PreResult, Rejection, ReservePlugin, Snapshot, Status,
 };
 use rustc_hash::FxHashSet;
+use std::borrow::Cow;
 
 /// Plugin name.
 pub const NAME: &str = "DynamicResources";
@@ -34,12 +38,23 @@ pub const ERR_NOT_AVAILABLE: &str = "resourceclaim not available on the node";
 /// What PreFilter found, for Filter and Reserve.
 struct PreState {
     claims: Vec<PodClaimState>,
-    in_use: FxHashSet<DeviceId>,
+    /// The snapshot's generation at PreFilter.
+    generation: u64,
 }
 
 impl PreState {
     fn to_allocate(&self) -> Vec<&ClaimEntry> {
         self.claims.iter().filter(|c| c.allocation.is_none()).map(|c| &*c.entry).collect()
+    }
+
+    /// The devices in use as of PreFilter: the snapshot's index while the snapshot is
+    /// unchanged (always, as the cycle state borrows it), else computed from the claims.
+    fn in_use<'s>(&self, snap: &'s Snapshot) -> Cow<'s, FxHashSet<DeviceId>> {
+        if snap.generation() == self.generation {
+            Cow::Borrowed(snap.dra().in_use_set())
+        } else {
+            Cow::Owned(snap.dra().in_use_recomputed())
+        }
     }
 }
 
@@ -79,13 +94,10 @@ impl FilterPlugin for DynamicResources {
         if claims.is_empty() {
             return Ok(PreResult::Skip);
         }
-        let mut any = false;
         for c in claims.iter().filter(|c| c.allocation.is_none()) {
             dra.check_requests(&c.entry).map_err(|m| Rejection::unresolvable(NAME, m))?;
-            any = true;
         }
-        let in_use = if any { dra.in_use() } else { FxHashSet::default() };
-        state.data.write(NAME, PreState { claims, in_use });
+        state.data.write(NAME, PreState { claims, generation: snap.generation() });
         Ok(PreResult::Run)
     }
 
@@ -98,7 +110,7 @@ impl FilterPlugin for DynamicResources {
         if todo.is_empty() {
             return Ok(());
         }
-        match snap.dra().allocate(&todo, &node.info, &pre.in_use) {
+        match snap.dra().allocate(&todo, &node.info, &pre.in_use(snap)) {
             Ok(Some(_)) => Ok(()),
             Ok(None) => Err(Rejection::unresolvable(NAME, ERR_CANNOT_ALLOCATE)),
             Err(m) => Err(Rejection::error(NAME, m)),
@@ -128,7 +140,7 @@ impl ReservePlugin for DynamicResources {
         let mut allocations = if todo.is_empty() {
             Vec::new()
         } else {
-            match dra.allocate(&todo, &snap.node(node).info, &pre.in_use) {
+            match dra.allocate(&todo, &snap.node(node).info, &pre.in_use(snap)) {
                 Ok(Some(a)) => a,
                 Ok(None) => return Err(Status::unresolvable(NAME, ERR_CANNOT_ALLOCATE)),
                 Err(m) => return Err(Status::error(NAME, m)),

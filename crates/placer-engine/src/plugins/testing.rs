@@ -260,6 +260,17 @@ impl PodBuilder {
         self.images = images.iter().map(|i| i.to_string()).collect();
         self
     }
+    /// Names ResourceClaim `claim` in `spec.resourceClaims` under `entry`.
+    pub fn resource_claim(mut self, entry: &str, claim: &str) -> Self {
+        self.spec().resource_claims.get_or_insert_with(Vec::new).push(
+            placer_api::k8s::api::core::v1::PodResourceClaim {
+                name: entry.into(),
+                resource_claim_name: Some(claim.into()),
+                ..Default::default()
+            },
+        );
+        self
+    }
     pub fn build(mut self) -> PodInfo {
         let requests = std::mem::take(&mut self.requests);
         let ports = std::mem::take(&mut self.ports);

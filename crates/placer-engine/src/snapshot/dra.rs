@@ -16,6 +16,7 @@
 
 mod allocator;
 pub mod cel;
+mod index;
 mod shared;
 
 use allocator::alternatives;
@@ -28,6 +29,9 @@ use placer_api::k8s::api::resource::v1::{
 };
 use placer_api::k8s::api::scheduling::v1alpha2::PodGroup;
 use rustc_hash::FxHashSet;
+
+pub use index::DeviceDemand;
+use index::{held_devices, InUseIndex, SliceCache};
 
 use crate::model::{ObjectKey, PodInfo, PodKey};
 use cel::{CelError, Expr};
@@ -118,6 +122,11 @@ pub struct DraState {
     freed: std::collections::BTreeSet<ObjectKey>,
     /// `DRAWorkloadResourceClaims`: PodGroup-owned claims and PodGroup reservations.
     pub workload_claims: bool,
+    /// The devices in use, kept up to date by every change of `claims`, `pending` and
+    /// `freed` (see `index.rs`).
+    used: InUseIndex,
+    /// Per slice name: ids, pool generation and class verdicts (see `index.rs`).
+    cache: BTreeMap<String, SliceCache>,
     /// The v1.36 DRA features turned off by feature gates (all on by default).
     pub disabled: DisabledFeatures,
 }
@@ -138,21 +147,34 @@ impl DraState {
     pub fn upsert_class(&mut self, class: Arc<DeviceClass>) {
         let Some(name) = class.metadata.name.clone() else { return };
         let selectors = allocator::compile(class.spec.selectors.as_deref().unwrap_or(&[]));
-        self.classes.insert(name, Arc::new(ClassEntry { class, selectors }));
+        let entry = Arc::new(ClassEntry { class, selectors });
+        for c in self.cache.values_mut() {
+            c.evaluate_class(&name, &entry);
+        }
+        self.classes.insert(name, entry);
     }
     pub fn remove_class(&mut self, name: &str) {
         self.classes.remove(name);
+        for c in self.cache.values_mut() {
+            c.classes.remove(name);
+        }
     }
     pub fn upsert_slice(&mut self, slice: Arc<ResourceSlice>) {
         let Some(name) = slice.metadata.name.clone() else { return };
         self.remove_slice(&name);
         let node = slice.spec.node_name.clone().unwrap_or_default();
         self.by_node.entry(node).or_default().insert(name.clone());
+        let mut cache = SliceCache::new(slice.clone());
+        for (class, entry) in &self.classes {
+            cache.evaluate_class(class, entry);
+        }
+        self.cache.insert(name.clone(), cache);
         self.slices.insert(name, slice);
         self.refresh_pools();
     }
     pub fn remove_slice(&mut self, name: &str) {
         if let Some(old) = self.slices.remove(name) {
+            self.cache.remove(name);
             let node = old.spec.node_name.clone().unwrap_or_default();
             if let Some(set) = self.by_node.get_mut(&node) {
                 set.remove(name);
@@ -170,6 +192,10 @@ impl DraState {
             let g = self.newest.entry(pool).or_insert(s.spec.pool.generation);
             *g = (*g).max(s.spec.pool.generation);
         }
+        for c in self.cache.values_mut() {
+            let s = &c.slice.spec;
+            c.current = self.newest.get(&(s.driver.clone(), s.pool.name.clone())) == Some(&s.pool.generation);
+        }
     }
     /// A claim as the store has it; an allocation seen there supersedes the pending one.
     pub fn upsert_claim(&mut self, claim: Arc<ResourceClaim>) {
@@ -178,11 +204,13 @@ impl DraState {
         if claim.status.as_ref().is_some_and(|s| s.allocation.is_some()) {
             self.pending.remove(&key);
         }
-        self.claims.insert(key.clone(), Arc::new(ClaimEntry::new(key, claim)));
+        self.claims.insert(key.clone(), Arc::new(ClaimEntry::new(key.clone(), claim)));
+        self.reindex(&key);
     }
     pub fn remove_claim(&mut self, key: &ObjectKey) {
         self.claims.remove(key);
         self.pending.remove(key);
+        self.reindex(key);
     }
     /// A PodGroup (only its `spec.resourceClaims` and uid are read).
     pub fn upsert_group(&mut self, key: ObjectKey, group: Arc<PodGroup>) {
@@ -303,6 +331,37 @@ impl DraState {
         }
     }
 
+    /// Devices held by allocated claims (stored or pending): a copy of
+    /// [`DraState::in_use_set`].
+    pub fn in_use(&self) -> FxHashSet<DeviceId> {
+        self.used.set().clone()
+    }
+
+    /// Devices held by allocated claims (stored or pending), as the incremental index
+    /// keeps them (equal to [`DraState::in_use_recomputed`]; see `index.rs`).
+    pub fn in_use_set(&self) -> &FxHashSet<DeviceId> {
+        self.used.set()
+    }
+
+    /// The devices claim `key` holds now: none while freed for a simulation, else its
+    /// pending allocation, else the stored one.
+    fn effective_allocation(&self, key: &ObjectKey) -> Option<&AllocationResult> {
+        if self.freed.contains(key) {
+            return None;
+        }
+        match self.pending.get(key) {
+            Some(p) => Some(&p.allocation),
+            None => self.claims.get(key).and_then(|e| e.stored_allocation()),
+        }
+    }
+
+    /// Brings the in-use index up to date for claim `key` (after any change of its entry,
+    /// its pending allocation or its freed mark).
+    fn reindex(&mut self, key: &ObjectKey) {
+        let devices = self.effective_allocation(key).map(held_devices).unwrap_or_default();
+        self.used.set_claim(key, devices);
+    }
+
     /// The allocations of allocated claims (stored or pending), without the freed ones.
     fn allocations(&self) -> impl Iterator<Item = &AllocationResult> {
         let stored = self
@@ -315,16 +374,13 @@ impl DraState {
         stored.chain(pending)
     }
 
-    /// Devices held by allocated claims (stored or pending). Devices allocated with a
-    /// share ID (consumable capacity) are in [`DraState::shared_in_use`] instead.
-    pub fn in_use(&self) -> FxHashSet<DeviceId> {
+    /// Devices held by allocated claims, computed from every claim (the plain path the
+    /// index is checked against). Devices allocated with a share ID (consumable capacity)
+    /// are in [`DraState::shared_in_use`] instead.
+    pub fn in_use_recomputed(&self) -> FxHashSet<DeviceId> {
         let mut used = FxHashSet::default();
         for a in self.allocations() {
-            let results = a.devices.as_ref().and_then(|d| d.results.as_deref()).unwrap_or(&[]);
-            // Admin access does not make a device in use (upstream's allocated-devices list).
-            for r in results.iter().filter(|r| r.admin_access != Some(true) && r.share_id.is_none()) {
-                used.insert((r.driver.as_str().into(), r.pool.as_str().into(), r.device.as_str().into()));
-            }
+            used.extend(index::held_devices(a));
         }
         used
     }
@@ -369,6 +425,7 @@ impl DraState {
             }) && pending_pods.iter().all(&gone);
             if unused {
                 self.freed.insert(key.clone());
+                self.reindex(key);
                 out.push(key.clone());
             }
         }
@@ -378,11 +435,13 @@ impl DraState {
     /// Undoes [`DraState::free_claims_of`] for `key`.
     pub(crate) fn unfree(&mut self, key: &ObjectKey) {
         self.freed.remove(key);
+        self.reindex(key);
     }
 
     /// Undoes [`DraState::hold_claims_of`] for `key`.
     pub(crate) fn refree(&mut self, key: ObjectKey) {
-        self.freed.insert(key);
+        self.freed.insert(key.clone());
+        self.reindex(&key);
     }
 
     /// A pod placed again (after [`DraState::free_claims_of`]): its freed claims are held
@@ -392,7 +451,12 @@ impl DraState {
             return Vec::new();
         }
         let Ok(claims) = self.pod_claims(pod) else { return Vec::new() };
-        claims.into_iter().map(|c| c.entry.key.clone()).filter(|k| self.freed.remove(k)).collect()
+        let held: Vec<ObjectKey> =
+            claims.into_iter().map(|c| c.entry.key.clone()).filter(|k| self.freed.remove(k)).collect();
+        for k in &held {
+            self.reindex(k);
+        }
+        held
     }
 
     /// Records an allocation decided for `pod`; returns what was there before (for undo).
@@ -405,12 +469,13 @@ impl DraState {
         let old = self.pending.get(&key).cloned();
         let entry = self
             .pending
-            .entry(key)
+            .entry(key.clone())
             .or_insert_with(|| Pending { allocation: allocation.clone(), pods: Vec::new() });
         entry.allocation = allocation;
         if !entry.pods.contains(&pod) {
             entry.pods.push(pod);
         }
+        self.reindex(&key);
         old
     }
 
@@ -418,21 +483,30 @@ impl DraState {
     pub(crate) fn restore(&mut self, key: ObjectKey, old: Option<Pending>) {
         match old {
             Some(p) => {
-                self.pending.insert(key, p);
+                self.pending.insert(key.clone(), p);
             }
             None => {
                 self.pending.remove(&key);
             }
         }
+        self.reindex(&key);
     }
 
     /// A pod whose binding failed or that went away: its pending allocations are dropped
     /// once no other pod holds them.
     pub fn forget_pod(&mut self, pod: &PodKey) {
-        self.pending.retain(|_, p| {
+        let mut dropped = Vec::new();
+        self.pending.retain(|k, p| {
             p.pods.retain(|k| k != pod);
-            !p.pods.is_empty()
+            let keep = !p.pods.is_empty();
+            if !keep {
+                dropped.push(k.clone());
+            }
+            keep
         });
+        for k in &dropped {
+            self.reindex(k);
+        }
     }
 }
 

@@ -32,8 +32,9 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeMap;
 
 use super::cel::{self, CelError, DeviceEnv, Expr};
+use super::index::SliceCache;
 use super::shared::{self, Consumed, PoolCounters, SharedUse};
-use super::{requests, ClaimEntry, DeviceId, DraState};
+use super::{requests, ClaimEntry, ClassEntry, DeviceId, DraState};
 use crate::framework::helper::node_selector_terms_match;
 use crate::model::NodeStatic;
 
@@ -236,11 +237,16 @@ impl DraState {
                     let mut consumed = FxHashMap::default();
                     for (k, c) in cands.iter().enumerate() {
                         let env = DeviceEnv { driver: &c.id.0, device: c.device };
-                        let ok = selectors_match(&class.selectors, &env, |i, m| {
-                            format!("class {}: selector #{i} on device {}: {m}", v.class, show(&c.id))
-                        })? && selectors_match(own, &env, |i, m| {
-                            format!("claim {}: selector #{i} on device {}: {m}", entry.key, show(&c.id))
-                        })?;
+                        // The class's verdict as cached for this device (see `index.rs`),
+                        // else evaluated.
+                        let by_class = match c.cache.and_then(|sc| sc.verdict(v.class, c.index)) {
+                            Some(cached) => cached.clone()?,
+                            None => class_selectors_match(v.class, class, &env, &c.id)?,
+                        };
+                        let ok = by_class
+                            && selectors_match(own, &env, |i, m| {
+                                format!("claim {}: selector #{i} on device {}: {m}", entry.key, show(&c.id))
+                            })?;
                         if !ok {
                             continue;
                         }
@@ -399,7 +405,14 @@ impl DraState {
         in_use: &FxHashSet<DeviceId>,
         limit: i64,
     ) -> i64 {
-        let mut used = in_use.clone();
+        // Only the node's candidates are ever looked up in the set, unless one of them
+        // consumes counters: then every device of its pool is (`counters_of`).
+        let cands = self.candidates(node);
+        let mut used: FxHashSet<DeviceId> = if cands.iter().any(|c| !c.consumes.is_empty()) {
+            in_use.clone()
+        } else {
+            cands.into_iter().map(|c| c.id).filter(|id| in_use.contains(id)).collect()
+        };
         let mut extra = SharedUse::default();
         let mut n = 0;
         while n < limit {
@@ -431,7 +444,7 @@ impl DraState {
     /// The devices whose slice (or, with per-device node selection, the device itself)
     /// reaches `node`, from the newest generation of each pool, in slice-name then device
     /// order.
-    fn candidates(&self, node: &NodeStatic) -> Vec<Cand<'_>> {
+    pub(super) fn candidates(&self, node: &NodeStatic) -> Vec<Cand<'_>> {
         let empty = BTreeMap::new();
         let labels = node.node.metadata.labels.as_ref().unwrap_or(&empty);
         let reaches = |node_name: Option<&String>, all: Option<bool>, sel: Option<&NodeSelector>| {
@@ -444,13 +457,23 @@ impl DraState {
         names.sort();
         let mut out = Vec::new();
         let off = self.disabled;
-        for s in names.into_iter().filter_map(|n| self.slices.get(n)) {
+        for name in names {
+            let Some(s) = self.slices.get(name) else { continue };
             let counters = s.spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty());
             if off.partitionable_devices && (s.spec.per_device_node_selection.is_some() || counters) {
                 continue;
             }
-            let pool = (s.spec.driver.clone(), s.spec.pool.name.clone());
-            if self.newest.get(&pool) != Some(&s.spec.pool.generation) {
+            // The slice's ids and generation as cached when it was stored (see `index.rs`),
+            // else computed.
+            let cache = self.cache.get(name).filter(|c| std::sync::Arc::ptr_eq(&c.slice, s));
+            let current = match cache {
+                Some(c) => c.current,
+                None => {
+                    let pool = (s.spec.driver.clone(), s.spec.pool.name.clone());
+                    self.newest.get(&pool) == Some(&s.spec.pool.generation)
+                }
+            };
+            if !current {
                 continue;
             }
             let per_device = s.spec.per_device_node_selection == Some(true);
@@ -459,7 +482,7 @@ impl DraState {
             {
                 continue;
             }
-            for d in s.spec.devices.iter().flatten() {
+            for (index, d) in s.spec.devices.iter().flatten().enumerate() {
                 if per_device && !reaches(d.node_name.as_ref(), d.all_nodes, d.node_selector.as_ref()) {
                     continue;
                 }
@@ -468,8 +491,14 @@ impl DraState {
                 if (off.partitionable_devices && consumes) || (off.binding_conditions && conditions) {
                     continue;
                 }
-                let id =
-                    (s.spec.driver.as_str().into(), s.spec.pool.name.as_str().into(), d.name.as_str().into());
+                let id = match cache.and_then(|c| c.ids.get(index)) {
+                    Some(id) => id.clone(),
+                    None => (
+                        s.spec.driver.as_str().into(),
+                        s.spec.pool.name.as_str().into(),
+                        d.name.as_str().into(),
+                    ),
+                };
                 out.push(Cand {
                     id,
                     device: d,
@@ -477,6 +506,8 @@ impl DraState {
                     multi: !off.consumable_capacity && d.allow_multiple_allocations == Some(true),
                     consumes: shared::consumption(d),
                     pool: usize::MAX,
+                    index,
+                    cache,
                 });
             }
         }
@@ -502,6 +533,19 @@ impl DraState {
 
 fn show(id: &DeviceId) -> String {
     format!("{}/{}/{}", id.0, id.1, id.2)
+}
+
+/// Whether `class` (named `name`) selects the device `id` (`env`); `Err`: the allocator's
+/// message for a selector that does not evaluate.
+pub(super) fn class_selectors_match(
+    name: &str,
+    class: &ClassEntry,
+    env: &DeviceEnv<'_>,
+    id: &DeviceId,
+) -> Result<bool, String> {
+    selectors_match(&class.selectors, env, |i, m| {
+        format!("class {name}: selector #{i} on device {}: {m}", show(id))
+    })
 }
 
 fn selectors_match(
@@ -560,16 +604,19 @@ fn node_selector(devices: &[(&ResourceSlice, &Device)], node: &str) -> Option<No
         .then(|| NodeSelector { node_selector_terms: vec![term] })
 }
 
-struct Cand<'a> {
-    id: DeviceId,
-    device: &'a Device,
-    slice: &'a ResourceSlice,
+pub(super) struct Cand<'a> {
+    pub(super) id: DeviceId,
+    pub(super) device: &'a Device,
+    pub(super) slice: &'a ResourceSlice,
     /// `allowMultipleAllocations`.
-    multi: bool,
+    pub(super) multi: bool,
     /// What it consumes of its pool's counters.
-    consumes: Vec<(shared::CounterKey, i64)>,
+    pub(super) consumes: Vec<(shared::CounterKey, i64)>,
     /// Its pool's counters in [`Search::pools`] (`usize::MAX`: it consumes none).
-    pool: usize,
+    pub(super) pool: usize,
+    /// The device's index in its slice, and the slice's cache (see `index.rs`).
+    pub(super) index: usize,
+    pub(super) cache: Option<&'a SliceCache>,
 }
 
 /// A request of one of the claims being allocated.

@@ -49,6 +49,52 @@ pub struct SchedulerConfig {
     /// Profile option `topologyAlgorithms` (with `topologyLevels`): the seed 002 algorithm
     /// of required, preferred and unconstrained requests; unset kinds follow the gates.
     pub topology_algorithms: TopologyAlgorithms,
+    /// Profile option `topologyPreemption.withinClusterQueue` (with `topologyLevels`):
+    /// which workloads a unit whose topology request does not fit may preempt, as Kueue's
+    /// ClusterQueue `preemption.withinClusterQueue`. Placer's default is
+    /// [`WithinClusterQueue::LowerPriority`] (Kueue's API default is `Never`).
+    pub within_cluster_queue: WithinClusterQueue,
+}
+
+/// Kueue's ClusterQueue `preemption.withinClusterQueue`: the candidates of Kueue-mode
+/// preemption (the hierarchical strategy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WithinClusterQueue {
+    /// No preemption: a unit that does not fit waits.
+    Never,
+    /// Workloads of strictly lower priority (Placer's default).
+    #[default]
+    LowerPriority,
+    /// Workloads of lower priority, and of equal priority created after the preemptor.
+    LowerOrNewerEqualPriority,
+}
+
+impl WithinClusterQueue {
+    /// Every policy, in documentation order.
+    pub const ALL: [WithinClusterQueue; 3] = [
+        WithinClusterQueue::Never,
+        WithinClusterQueue::LowerPriority,
+        WithinClusterQueue::LowerOrNewerEqualPriority,
+    ];
+
+    /// The name in configuration (Kueue's spelling).
+    pub fn name(self) -> &'static str {
+        match self {
+            WithinClusterQueue::Never => "Never",
+            WithinClusterQueue::LowerPriority => "LowerPriority",
+            WithinClusterQueue::LowerOrNewerEqualPriority => "LowerOrNewerEqualPriority",
+        }
+    }
+
+    /// Parses a configured value; the error names the accepted values, as Kueue's API
+    /// validation (`Unsupported value`).
+    pub fn parse(value: &str) -> Result<WithinClusterQueue, String> {
+        WithinClusterQueue::ALL.iter().copied().find(|p| p.name() == value).ok_or_else(|| {
+            format!(
+                "Unsupported value: {value:?}: supported values: \"Never\", \"LowerPriority\", \"LowerOrNewerEqualPriority\""
+            )
+        })
+    }
 }
 
 impl SchedulerConfig {
@@ -224,6 +270,7 @@ impl Default for SchedulerConfig {
             plugins: PluginsConfig::default(),
             evict_gang_on_failed_node: None,
             topology_algorithms: TopologyAlgorithms::default(),
+            within_cluster_queue: WithinClusterQueue::default(),
         }
     }
 }

@@ -47,7 +47,7 @@ pub(crate) mod tas;
 pub use config::args::{NodeResourcesFitArgs, PluginConfigEntry};
 pub use config::{
     ExtensionPoint, PlacementSearch, PluginRef, PluginSet, PluginsConfig, SchedulerConfig, ScoringStrategy,
-    TopologyAlgorithm, TopologyAlgorithms,
+    TopologyAlgorithm, TopologyAlgorithms, WithinClusterQueue,
 };
 pub use engine::{
     ClusterEvent, Decision, DomainFit, Engine, FilterSummary, GroupExplanation, StorageEvent, VolumeWrite,

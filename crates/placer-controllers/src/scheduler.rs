@@ -598,7 +598,9 @@ impl SchedulerController {
                 }
                 // Kueue mode: a Job's workload is evicted whole (suspended, then requeued).
                 let job = match (&current, &self.evict_jobs_managed_by) {
-                    (Object::Pod(p), Some(managed_by)) if !self.engine.config().topology_levels.is_empty() => {
+                    (Object::Pod(p), Some(managed_by))
+                        if !self.engine.config().topology_levels.is_empty() =>
+                    {
                         kueue_eviction::controlling_job(store, p, managed_by).map(|j| (p.clone(), j))
                     }
                     _ => None,
@@ -679,7 +681,9 @@ impl Controller for SchedulerController {
                     kueue_eviction::readmitted(store, group)
                 }) {
                     Ok(w) => wrote |= w,
-                    Err(e) => tracing::warn!(controller = "scheduler", error = %e, "decision not carried out"),
+                    Err(e) => {
+                        tracing::warn!(controller = "scheduler", error = %e, "decision not carried out")
+                    }
                 }
             }
         }

@@ -54,6 +54,17 @@ pub struct SchedulerConfig {
     /// ClusterQueue `preemption.withinClusterQueue`. Placer's default is
     /// [`WithinClusterQueue::LowerPriority`] (Kueue's API default is `Never`).
     pub within_cluster_queue: WithinClusterQueue,
+    /// `NodeResourcesFitArgs.ignoredResources`: extended resources the NodeResourcesFit
+    /// filter does not check.
+    pub fit_ignored_resources: Vec<String>,
+    /// `NodeResourcesFitArgs.ignoredResourceGroups`: extended resource groups (the part
+    /// before `/`) the NodeResourcesFit filter does not check.
+    pub fit_ignored_resource_groups: Vec<String>,
+    /// `NodeResourcesBalancedAllocationArgs.resources`: the resources whose allocation
+    /// fractions are balanced (weights are 1). Default cpu and memory.
+    pub balanced_allocation_resources: Vec<(String, i64)>,
+    /// `InterPodAffinityArgs`.
+    pub inter_pod_affinity: args::InterPodAffinityConfig,
 }
 
 /// Kueue's ClusterQueue `preemption.withinClusterQueue`: the candidates of Kueue-mode
@@ -271,6 +282,10 @@ impl Default for SchedulerConfig {
             evict_gang_on_failed_node: None,
             topology_algorithms: TopologyAlgorithms::default(),
             within_cluster_queue: WithinClusterQueue::default(),
+            fit_ignored_resources: Vec::new(),
+            fit_ignored_resource_groups: Vec::new(),
+            balanced_allocation_resources: vec![("cpu".to_string(), 1), ("memory".to_string(), 1)],
+            inter_pod_affinity: args::InterPodAffinityConfig::default(),
         }
     }
 }

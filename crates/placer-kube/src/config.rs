@@ -487,12 +487,12 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
         })?,
     };
 
-    let within_cluster_queue = match raw.topology_preemption.as_ref().and_then(|t| t.within_cluster_queue.as_deref())
-    {
-        None => Default::default(),
-        Some(v) => placer_engine::WithinClusterQueue::parse(v)
-            .map_err(|m| c.err("topologyPreemption.withinClusterQueue", m))?,
-    };
+    let within_cluster_queue =
+        match raw.topology_preemption.as_ref().and_then(|t| t.within_cluster_queue.as_deref()) {
+            None => Default::default(),
+            Some(v) => placer_engine::WithinClusterQueue::parse(v)
+                .map_err(|m| c.err("topologyPreemption.withinClusterQueue", m))?,
+        };
 
     if raw.node_resources_fit_strategy.is_some()
         && raw.plugin_config.iter().any(|e| e.name == "NodeResourcesFit")
@@ -781,7 +781,10 @@ topologyPreemption: {withinClusterQueue: LowerOrNewerEqualPriority}
                 unconstrained: None,
             }
         );
-        assert_eq!(s.scheduler.within_cluster_queue, placer_engine::WithinClusterQueue::LowerOrNewerEqualPriority);
+        assert_eq!(
+            s.scheduler.within_cluster_queue,
+            placer_engine::WithinClusterQueue::LowerOrNewerEqualPriority
+        );
         assert_eq!(s.scheduler.evict_gang_on_failed_node, Some(false));
         assert!(!s.scheduler.evicts_gang_on_failed_node(), "the option overrides the hierarchical default");
         assert_eq!(s.scheduler.scheduler_names, vec!["gang-scheduler".to_string()]);

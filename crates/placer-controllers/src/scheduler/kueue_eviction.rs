@@ -72,8 +72,9 @@ pub fn controlling_job(store: &dyn ClusterStore, pod: &Pod, managed_by: &str) ->
     let finished = job.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
         cs.iter().any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
     });
-    let managed = job.spec.as_ref().and_then(|s| s.managed_by.as_deref()).unwrap_or(crate::job::DEFAULT_MANAGED_BY)
-        == managed_by;
+    let managed =
+        job.spec.as_ref().and_then(|s| s.managed_by.as_deref()).unwrap_or(crate::job::DEFAULT_MANAGED_BY)
+            == managed_by;
     (job.metadata.uid.as_deref() == Some(uid) && !finished && managed).then_some(job)
 }
 
@@ -114,7 +115,8 @@ impl SchedulerController {
         }
         let message = message_for(store, engine_message);
         let namespace = job.metadata.namespace.clone().unwrap_or_default();
-        let job_ref = ObjectRef::new(Kind::Job, namespace.clone(), job.metadata.name.clone().unwrap_or_default());
+        let job_ref =
+            ObjectRef::new(Kind::Job, namespace.clone(), job.metadata.name.clone().unwrap_or_default());
         // The workload: the victim's PodGroup.
         let group = victim
             .spec
@@ -124,7 +126,9 @@ impl SchedulerController {
             .map(|name| GroupKey::new(namespace.clone(), name))
             .filter(|g| store.get(&group_ref(g)).is_some());
         if let Some(g) = &group {
-            for (type_, reason) in [(CONDITION_PREEMPTED, REASON_IN_CLUSTER_QUEUE), (CONDITION_EVICTED, REASON_PREEMPTED)] {
+            for (type_, reason) in
+                [(CONDITION_PREEMPTED, REASON_IN_CLUSTER_QUEUE), (CONDITION_EVICTED, REASON_PREEMPTED)]
+            {
                 super::with_retry(store, "update status of", &group_ref(g), |store| {
                     set_group_condition(store, g, type_, true, reason, &message)
                 })?;
@@ -149,7 +153,11 @@ impl SchedulerController {
 /// The Job controller's half: a Job the scheduler evicted ([`ANN_EVICTED`]), suspended and
 /// without active pods, is requeued: `Requeued=True` on its PodGroup `group` (when it has
 /// one), the mark removed and the Job unsuspended. Returns whether it wrote.
-pub fn requeue(store: &mut dyn ClusterStore, job: &Job, group: Option<&GroupKey>) -> Result<bool, StoreError> {
+pub fn requeue(
+    store: &mut dyn ClusterStore,
+    job: &Job,
+    group: Option<&GroupKey>,
+) -> Result<bool, StoreError> {
     let Some(message) = job.metadata.annotations.as_ref().and_then(|a| a.get(ANN_EVICTED)).cloned() else {
         return Ok(false);
     };
@@ -183,7 +191,14 @@ pub(super) fn readmitted(store: &mut dyn ClusterStore, group: &GroupKey) -> Resu
             .and_then(|cs| cs.iter().find(|c| c.type_ == type_ && c.status == "True"))
             .map(|c| c.message.clone());
         if let Some(message) = previous {
-            wrote |= set_group_condition(store, group, type_, false, REASON_QUOTA_RESERVED, &format!("Previously: {message}"))?;
+            wrote |= set_group_condition(
+                store,
+                group,
+                type_,
+                false,
+                REASON_QUOTA_RESERVED,
+                &format!("Previously: {message}"),
+            )?;
         }
     }
     Ok(wrote)

@@ -70,7 +70,7 @@ pub fn registry() -> Registry {
     r.filter(volume_binding::NAME, |_| Some(Box::new(volume_binding::VolumeBinding)));
     r.filter(volume_zone::NAME, |_| Some(Box::new(volume_zone::VolumeZone)));
     r.filter(pod_topology_spread::NAME, |_| Some(Box::new(pod_topology_spread::PodTopologySpread)));
-    r.filter(inter_pod_affinity::NAME, |_| Some(Box::new(inter_pod_affinity::InterPodAffinity)));
+    r.filter(inter_pod_affinity::NAME, |_| Some(Box::new(inter_pod_affinity::InterPodAffinity::default())));
     r.filter(dynamic_resources::NAME, |_| Some(Box::new(dynamic_resources::DynamicResources)));
     #[cfg(test)]
     r.filter(example_node_label::NAME, |_| Some(Box::new(example_node_label::ExampleNodeLabel)))
@@ -81,10 +81,10 @@ pub fn registry() -> Registry {
     r.score(node_resources::FIT_NAME, 1, |c| Some(Box::new(node_resources::NodeResourcesFit::new(c))));
     r.args(node_resources::FIT_NAME, args::read_node_resources_fit, args::show_node_resources_fit);
     r.score(pod_topology_spread::NAME, 2, |_| Some(Box::new(pod_topology_spread::PodTopologySpread)));
-    r.score(inter_pod_affinity::NAME, 2, |_| Some(Box::new(inter_pod_affinity::InterPodAffinity)));
-    r.score(node_resources::BALANCED_NAME, 1, |_| {
-        Some(Box::new(node_resources::BalancedAllocation::default()))
-    });
+    r.score(inter_pod_affinity::NAME, 2, |c| Some(Box::new(inter_pod_affinity::InterPodAffinity::new(c))));
+    r.args(inter_pod_affinity::NAME, args::read_inter_pod_affinity, args::show_inter_pod_affinity);
+    r.score(node_resources::BALANCED_NAME, 1, |c| Some(Box::new(node_resources::BalancedAllocation::new(c))));
+    r.args(node_resources::BALANCED_NAME, args::read_balanced_allocation, args::show_balanced_allocation);
     r.score(image_locality::NAME, 1, |_| Some(Box::new(image_locality::ImageLocality)));
     // Binding cycle.
     r.reserve(volume_binding::NAME, |_| Some(Box::new(volume_binding::VolumeBinding)));
@@ -188,9 +188,11 @@ mod tests {
         assert!(point("score").contains(&("NodeResourcesBalancedAllocation", Some(1))));
         assert!(!point("score").iter().any(|(n, _)| *n == "ImageLocality"), "weight 0: off");
         assert_eq!(point("placementScore").last(), Some(&("PlacementFragmentation", Some(4))));
-        assert_eq!(p.plugin_config.len(), 1);
-        assert_eq!(p.plugin_config[0].0, "NodeResourcesFit");
+        let names: Vec<&str> = p.plugin_config.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["NodeResourcesFit", "InterPodAffinity", "NodeResourcesBalancedAllocation"]);
         assert_eq!(p.plugin_config[0].1["scoringStrategy"]["type"], "LeastAllocated");
+        assert_eq!(p.plugin_config[1].1["hardPodAffinityWeight"], 1);
+        assert_eq!(p.plugin_config[2].1["resources"][1]["name"], "memory");
         // Keys in KubeSchedulerConfiguration's order.
         let text = serde_json::to_string(p).expect("json");
         assert!(

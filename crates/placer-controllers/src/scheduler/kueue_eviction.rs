@@ -203,3 +203,21 @@ pub(super) fn readmitted(store: &mut dyn ClusterStore, group: &GroupKey) -> Resu
     }
     Ok(wrote)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Kueue's `preemptionMessage`: `UNKNOWN` for a missing uid.
+    #[test]
+    fn preemption_message_names_the_preemptor_and_its_job() {
+        assert_eq!(
+            preemption_message(Some("wl-uid"), Some("job-uid")),
+            "Preempted to accommodate a workload (UID: wl-uid, JobUID: job-uid) due to prioritization in the ClusterQueue"
+        );
+        assert_eq!(
+            preemption_message(None, Some("")),
+            "Preempted to accommodate a workload (UID: UNKNOWN, JobUID: UNKNOWN) due to prioritization in the ClusterQueue"
+        );
+    }
+}

@@ -670,11 +670,13 @@ mod tests {
 
     #[test]
     fn shown_args_of_every_plugin_read_back_the_same() {
-        let mut c = SchedulerConfig::default();
-        c.balanced_allocation_resources = vec![("cpu".into(), 1), ("example.com/foo".into(), 1)];
-        c.inter_pod_affinity = InterPodAffinityConfig {
-            hard_pod_affinity_weight: 7,
-            ignore_preferred_terms_of_existing_pods: true,
+        let c = SchedulerConfig {
+            balanced_allocation_resources: vec![("cpu".into(), 1), ("example.com/foo".into(), 1)],
+            inter_pod_affinity: InterPodAffinityConfig {
+                hard_pod_affinity_weight: 7,
+                ignore_preferred_terms_of_existing_pods: true,
+            },
+            ..SchedulerConfig::default()
         };
         let mut back = SchedulerConfig::default();
         read_balanced_allocation(&mut back, &show_balanced_allocation(&c), "args").expect("valid");

@@ -63,6 +63,9 @@ pub struct SchedulerConfig {
     /// `NodeResourcesBalancedAllocationArgs.resources`: the resources whose allocation
     /// fractions are balanced (weights are 1). Default cpu and memory.
     pub balanced_allocation_resources: Vec<(String, i64)>,
+    /// `NodeAffinityArgs.addedAffinity`: node affinity every pod must also satisfy
+    /// (required terms) and is scored by (preferred terms).
+    pub node_affinity_added: Option<std::sync::Arc<placer_api::k8s::api::core::v1::NodeAffinity>>,
     /// `InterPodAffinityArgs`.
     pub inter_pod_affinity: args::InterPodAffinityConfig,
 }
@@ -285,6 +288,7 @@ impl Default for SchedulerConfig {
             fit_ignored_resources: Vec::new(),
             fit_ignored_resource_groups: Vec::new(),
             balanced_allocation_resources: vec![("cpu".to_string(), 1), ("memory".to_string(), 1)],
+            node_affinity_added: None,
             inter_pod_affinity: args::InterPodAffinityConfig::default(),
         }
     }

@@ -74,6 +74,20 @@ const SUPPORTED_TYPES: [&str; 3] = ["LeastAllocated", "MostAllocated", "Requeste
 /// kube's `MaxCustomPriorityScore`.
 const MAX_CUSTOM_PRIORITY_SCORE: i64 = 10;
 
+/// kube-scheduler's defaulting of a `[]ResourceSpec`: cpu and memory when empty, weight 1
+/// for a resource without one.
+fn default_resources(resources: &mut Vec<ResourceSpecArgs>) {
+    if resources.is_empty() {
+        *resources = vec![
+            ResourceSpecArgs { name: "cpu".into(), weight: 1 },
+            ResourceSpecArgs { name: "memory".into(), weight: 1 },
+        ];
+    }
+    for r in resources.iter_mut().filter(|r| r.weight == 0) {
+        r.weight = 1;
+    }
+}
+
 /// `apiVersion` and `kind` of written arguments, when given, must be the plugin's.
 fn check_type_meta(
     errs: &mut Vec<String>,
@@ -119,17 +133,7 @@ impl NodeResourcesFitArgs {
             type_: "LeastAllocated".to_string(),
             ..ScoringStrategyArgs::default()
         });
-        if strategy.resources.is_empty() {
-            strategy.resources = vec![
-                ResourceSpecArgs { name: "cpu".into(), weight: 1 },
-                ResourceSpecArgs { name: "memory".into(), weight: 1 },
-            ];
-        }
-        for r in &mut strategy.resources {
-            if r.weight == 0 {
-                r.weight = 1;
-            }
-        }
+        default_resources(&mut strategy.resources);
         self
     }
 
@@ -317,17 +321,7 @@ impl NodeResourcesBalancedAllocationArgs {
     /// kube-scheduler's `SetDefaults_NodeResourcesBalancedAllocationArgs`: cpu and memory
     /// when no resources are given, weight 1 for a resource without one.
     pub fn defaulted(mut self) -> Self {
-        if self.resources.is_empty() {
-            self.resources = vec![
-                ResourceSpecArgs { name: "cpu".into(), weight: 1 },
-                ResourceSpecArgs { name: "memory".into(), weight: 1 },
-            ];
-        }
-        for r in &mut self.resources {
-            if r.weight == 0 {
-                r.weight = 1;
-            }
-        }
+        default_resources(&mut self.resources);
         self
     }
 
@@ -455,6 +449,120 @@ pub fn show_inter_pod_affinity(config: &SchedulerConfig) -> Value {
         ignore_preferred_terms_of_existing_pods: config
             .inter_pod_affinity
             .ignore_preferred_terms_of_existing_pods,
+    })
+    .unwrap_or_else(|_| json!({}))
+}
+
+/// `NodeAffinityArgs`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeAffinityArgs {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added_affinity: Option<placer_api::k8s::api::core::v1::NodeAffinity>,
+}
+
+/// Why a node selector requirement cannot be parsed (component-helpers' `nodeaffinity`,
+/// which `ValidateNodeAffinityArgs` runs), if it cannot.
+fn requirement_problem(
+    r: &placer_api::k8s::api::core::v1::NodeSelectorRequirement,
+    field: bool,
+) -> Option<String> {
+    let values = r.values.as_deref().unwrap_or(&[]);
+    if field {
+        if r.key != "metadata.name" {
+            return Some(format!("key: Invalid value: {}: not a valid field selector key", echo(&r.key)));
+        }
+        if values.len() != 1 {
+            return Some("values: Required value: must be only one value when `operator` is 'In' or 'NotIn' for node field selector".to_string());
+        }
+    } else if let Err(m) = placer_api::names::check_label_key(&r.key) {
+        return Some(format!("key: Invalid value: {}: {m}", echo(&r.key)));
+    }
+    let ok = match r.operator.as_str() {
+        "In" | "NotIn" => !values.is_empty(),
+        "Exists" | "DoesNotExist" => !field && values.is_empty(),
+        "Gt" | "Lt" => !field && values.len() == 1 && values[0].parse::<i64>().is_ok(),
+        other => return Some(format!("operator: Unsupported value: {}", echo(other))),
+    };
+    if !ok {
+        return Some(format!(
+            "values: Invalid value: {}: not valid for operator {}",
+            echo(values),
+            echo(&r.operator)
+        ));
+    }
+    values.iter().filter(|_| !field).find_map(|v| {
+        placer_api::names::check_label_value(v)
+            .err()
+            .map(|m| format!("values: Invalid value: {}: {m}", echo(v)))
+    })
+}
+
+fn term_problems(
+    errs: &mut Vec<String>,
+    path: &str,
+    term: &placer_api::k8s::api::core::v1::NodeSelectorTerm,
+) {
+    for (i, r) in term.match_expressions.iter().flatten().enumerate() {
+        if let Some(m) = requirement_problem(r, false) {
+            errs.push(format!("{path}.matchExpressions[{i}].{m}"));
+        }
+    }
+    for (i, r) in term.match_fields.iter().flatten().enumerate() {
+        if let Some(m) = requirement_problem(r, true) {
+            errs.push(format!("{path}.matchFields[{i}].{m}"));
+        }
+    }
+}
+
+/// Reads `NodeAffinity`'s `args` (at `path`): `addedAffinity`, every requirement checked
+/// as kube-scheduler's `ValidateNodeAffinityArgs` parses it.
+pub fn read_node_affinity(config: &mut SchedulerConfig, args: &Value, path: &str) -> Result<(), Vec<String>> {
+    let parsed = parse_args::<NodeAffinityArgs>(args, path)?;
+    let mut errs = Vec::new();
+    check_type_meta(
+        &mut errs,
+        path,
+        parsed.api_version.as_deref(),
+        parsed.kind.as_deref(),
+        "NodeAffinityArgs",
+    );
+    if let Some(a) = &parsed.added_affinity {
+        let base = format!("{path}.addedAffinity");
+        if let Some(sel) = &a.required_during_scheduling_ignored_during_execution {
+            for (i, t) in sel.node_selector_terms.iter().enumerate() {
+                term_problems(
+                    &mut errs,
+                    &format!("{base}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]"),
+                    t,
+                );
+            }
+        }
+        for (i, t) in a.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+            term_problems(
+                &mut errs,
+                &format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference"),
+                &t.preference,
+            );
+        }
+    }
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    config.node_affinity_added = parsed.added_affinity.map(std::sync::Arc::new);
+    Ok(())
+}
+
+/// `NodeAffinity`'s effective arguments.
+pub fn show_node_affinity(config: &SchedulerConfig) -> Value {
+    serde_json::to_value(NodeAffinityArgs {
+        api_version: Some(ARGS_API_VERSION.to_string()),
+        kind: Some("NodeAffinityArgs".to_string()),
+        added_affinity: config.node_affinity_added.as_deref().cloned(),
     })
     .unwrap_or_else(|_| json!({}))
 }
@@ -633,6 +741,40 @@ mod tests {
                 "profiles[0].pluginConfig[0].args.resources[1].name: Duplicate value: \"cpu\"",
             ]
         );
+    }
+
+    /// kube's `TestValidateNodeAffinityArgs`: valid added affinity is kept, a bad key or
+    /// operator is a field error naming the term.
+    #[test]
+    fn node_affinity_added_affinity() {
+        let c = apply(json!([{"name": "NodeAffinity", "args": {"addedAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "label-1", "operator": "In", "values": ["label-1-val"]}]}]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "preference": {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}}]
+        }}}]))
+        .expect("valid");
+        assert!(c.node_affinity_added.is_some());
+        assert_eq!(
+            show_node_affinity(&c)["addedAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+                ["weight"],
+            1
+        );
+        let errs = apply(json!([{"name": "NodeAffinity", "args": {"addedAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "invalid key", "operator": "In", "values": ["label-1-val"]}]}]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "preference": {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1", "node-2"]}]}}]
+        }}}]))
+        .unwrap_err();
+        let p = "profiles[0].pluginConfig[0].args.addedAffinity";
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert!(errs[0].starts_with(&format!(
+            "{p}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key: Invalid value: \"invalid key\": "
+        )));
+        assert!(errs[1].starts_with(&format!(
+            "{p}.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchFields[0].values: Required value"
+        )));
     }
 
     /// kube's `TestValidateInterPodAffinityArgs`.

@@ -62,7 +62,7 @@ pub fn registry() -> Registry {
     r.filter(node_unschedulable::NAME, |_| Some(Box::new(node_unschedulable::NodeUnschedulable)));
     r.filter(node_name::NAME, |_| Some(Box::new(node_name::NodeName)));
     r.filter(taint_toleration::NAME, |_| Some(Box::new(taint_toleration::TaintToleration)));
-    r.filter(node_affinity::NAME, |_| Some(Box::new(node_affinity::NodeAffinity)));
+    r.filter(node_affinity::NAME, |c| Some(Box::new(node_affinity::NodeAffinity::new(c))));
     r.filter(node_ports::NAME, |_| Some(Box::new(node_ports::NodePorts)));
     r.filter(node_resources::FIT_NAME, |c| Some(Box::new(node_resources::NodeResourcesFit::new(c))));
     r.filter(volume_restrictions::NAME, |_| Some(Box::new(volume_restrictions::VolumeRestrictions)));
@@ -77,7 +77,8 @@ pub fn registry() -> Registry {
         .off_by_default();
     // Score plugins with kube's default weights.
     r.score(taint_toleration::NAME, 3, |_| Some(Box::new(taint_toleration::TaintToleration)));
-    r.score(node_affinity::NAME, 2, |_| Some(Box::new(node_affinity::NodeAffinity)));
+    r.score(node_affinity::NAME, 2, |c| Some(Box::new(node_affinity::NodeAffinity::new(c))));
+    r.args(node_affinity::NAME, args::read_node_affinity, args::show_node_affinity);
     r.score(node_resources::FIT_NAME, 1, |c| Some(Box::new(node_resources::NodeResourcesFit::new(c))));
     r.args(node_resources::FIT_NAME, args::read_node_resources_fit, args::show_node_resources_fit);
     r.score(pod_topology_spread::NAME, 2, |_| Some(Box::new(pod_topology_spread::PodTopologySpread)));
@@ -189,10 +190,14 @@ mod tests {
         assert!(!point("score").iter().any(|(n, _)| *n == "ImageLocality"), "weight 0: off");
         assert_eq!(point("placementScore").last(), Some(&("PlacementFragmentation", Some(4))));
         let names: Vec<&str> = p.plugin_config.iter().map(|(n, _)| *n).collect();
-        assert_eq!(names, ["NodeResourcesFit", "InterPodAffinity", "NodeResourcesBalancedAllocation"]);
-        assert_eq!(p.plugin_config[0].1["scoringStrategy"]["type"], "LeastAllocated");
-        assert_eq!(p.plugin_config[1].1["hardPodAffinityWeight"], 1);
-        assert_eq!(p.plugin_config[2].1["resources"][1]["name"], "memory");
+        assert_eq!(
+            names,
+            ["NodeAffinity", "NodeResourcesFit", "InterPodAffinity", "NodeResourcesBalancedAllocation"]
+        );
+        assert_eq!(p.plugin_config[0].1["kind"], "NodeAffinityArgs");
+        assert_eq!(p.plugin_config[1].1["scoringStrategy"]["type"], "LeastAllocated");
+        assert_eq!(p.plugin_config[2].1["hardPodAffinityWeight"], 1);
+        assert_eq!(p.plugin_config[3].1["resources"][1]["name"], "memory");
         // Keys in KubeSchedulerConfiguration's order.
         let text = serde_json::to_string(p).expect("json");
         assert!(

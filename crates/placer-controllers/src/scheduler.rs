@@ -57,6 +57,7 @@ const ANN_BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
 const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 
 pub mod dispatch;
+pub mod kueue_eviction;
 
 pub use dispatch::{BindCall, BindOutcome, BindResult, Dispatcher, StatusCall};
 
@@ -92,6 +93,11 @@ pub struct SchedulerController {
     /// A claim status write (DynamicResources PreBind) failed since the last binding: the
     /// next `Bind`, the pod's, is not carried out (the engine retries the pod).
     pre_bind_failed: Option<String>,
+    /// In hierarchical mode, a preempted pod whose controller is a Job with this
+    /// `spec.managedBy` (the embedded Job controller's) is evicted as Kueue evicts a
+    /// workload: the Job is suspended and requeued ([`kueue_eviction`]). `None`: pods are
+    /// deleted one by one.
+    evict_jobs_managed_by: Option<String>,
 }
 
 /// A binding under way.
@@ -146,7 +152,15 @@ impl SchedulerController {
             pending: FxHashMap::default(),
             decided_in: 0.0,
             assigned: BTreeMap::new(),
+            evict_jobs_managed_by: Some(crate::job::DEFAULT_MANAGED_BY.to_string()),
         }
+    }
+
+    /// Which Jobs Kueue-mode preemption evicts whole (suspend and requeue): those whose
+    /// `spec.managedBy` is `managed_by`, i.e. the Jobs an embedded Job controller manages
+    /// (it requeues them); `None`: none, victims' pods are deleted.
+    pub fn set_job_eviction(&mut self, managed_by: Option<String>) {
+        self.evict_jobs_managed_by = managed_by;
     }
 
     /// A driver whose bindings and status writes go through `dispatcher` (see the module
@@ -589,6 +603,15 @@ impl SchedulerController {
                     // Graceful deletion already started: nothing more to ask for.
                     return Ok(false);
                 }
+                // Kueue mode: a Job's workload is evicted whole (suspended, then requeued).
+                let job = match (&current, &self.evict_jobs_managed_by) {
+                    (Object::Pod(p), Some(managed_by))
+                        if !self.engine.config().topology_levels.is_empty() =>
+                    {
+                        kueue_eviction::controlling_job(store, p, managed_by).map(|j| (p.clone(), j))
+                    }
+                    _ => None,
+                };
                 // As upstream: DisruptionTarget on the victim first, then the deletion. The
                 // condition says what kind of preemptor it was (kube-scheduler's executor:
                 // "<scheduler>: preempting to accommodate a higher priority pod" / "pod
@@ -599,6 +622,9 @@ impl SchedulerController {
                 with_retry(store, "mark disruption target", &r, |store| {
                     set_pod_disruption_target(store, &pod, REASON_PREEMPTION_BY_SCHEDULER, &condition_message)
                 })?;
+                if let Some((victim, job)) = job {
+                    return self.evict_job(store, &victim, &job, &message);
+                }
                 record(store, r.clone(), "Normal", "Preempted", message);
                 match store.delete(&r) {
                     Ok(()) => Ok(true),
@@ -653,6 +679,19 @@ impl Controller for SchedulerController {
                     Err(e) => {
                         wrote = true;
                         tracing::warn!(controller = "scheduler", error = %e, "decision not carried out");
+                    }
+                }
+            }
+        }
+        if !self.engine.config().topology_levels.is_empty() {
+            // Kueue mode: a workload evicted by preemption is admitted again.
+            for group in self.assigned.keys() {
+                match with_retry(store, "update status of", &group_ref(group), |store| {
+                    kueue_eviction::readmitted(store, group)
+                }) {
+                    Ok(w) => wrote |= w,
+                    Err(e) => {
+                        tracing::warn!(controller = "scheduler", error = %e, "decision not carried out")
                     }
                 }
             }

@@ -49,6 +49,66 @@ pub struct SchedulerConfig {
     /// Profile option `topologyAlgorithms` (with `topologyLevels`): the seed 002 algorithm
     /// of required, preferred and unconstrained requests; unset kinds follow the gates.
     pub topology_algorithms: TopologyAlgorithms,
+    /// Profile option `topologyPreemption.withinClusterQueue` (with `topologyLevels`):
+    /// which workloads a unit whose topology request does not fit may preempt, as Kueue's
+    /// ClusterQueue `preemption.withinClusterQueue`. Placer's default is
+    /// [`WithinClusterQueue::LowerPriority`] (Kueue's API default is `Never`).
+    pub within_cluster_queue: WithinClusterQueue,
+    /// `NodeResourcesFitArgs.ignoredResources`: extended resources the NodeResourcesFit
+    /// filter does not check.
+    pub fit_ignored_resources: Vec<String>,
+    /// `NodeResourcesFitArgs.ignoredResourceGroups`: extended resource groups (the part
+    /// before `/`) the NodeResourcesFit filter does not check.
+    pub fit_ignored_resource_groups: Vec<String>,
+    /// `NodeResourcesBalancedAllocationArgs.resources`: the resources whose allocation
+    /// fractions are balanced (weights are 1). Default cpu and memory.
+    pub balanced_allocation_resources: Vec<(String, i64)>,
+    /// `NodeAffinityArgs.addedAffinity`: node affinity every pod must also satisfy
+    /// (required terms) and is scored by (preferred terms).
+    pub node_affinity_added: Option<std::sync::Arc<placer_api::k8s::api::core::v1::NodeAffinity>>,
+    /// `InterPodAffinityArgs`.
+    pub inter_pod_affinity: args::InterPodAffinityConfig,
+}
+
+/// Kueue's ClusterQueue `preemption.withinClusterQueue`: the candidates of Kueue-mode
+/// preemption (the hierarchical strategy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WithinClusterQueue {
+    /// No preemption: a unit that does not fit waits.
+    Never,
+    /// Workloads of strictly lower priority (Placer's default).
+    #[default]
+    LowerPriority,
+    /// Workloads of lower priority, and of equal priority created after the preemptor.
+    LowerOrNewerEqualPriority,
+}
+
+impl WithinClusterQueue {
+    /// Every policy, in documentation order.
+    pub const ALL: [WithinClusterQueue; 3] = [
+        WithinClusterQueue::Never,
+        WithinClusterQueue::LowerPriority,
+        WithinClusterQueue::LowerOrNewerEqualPriority,
+    ];
+
+    /// The name in configuration (Kueue's spelling).
+    pub fn name(self) -> &'static str {
+        match self {
+            WithinClusterQueue::Never => "Never",
+            WithinClusterQueue::LowerPriority => "LowerPriority",
+            WithinClusterQueue::LowerOrNewerEqualPriority => "LowerOrNewerEqualPriority",
+        }
+    }
+
+    /// Parses a configured value; the error names the accepted values, as Kueue's API
+    /// validation (`Unsupported value`).
+    pub fn parse(value: &str) -> Result<WithinClusterQueue, String> {
+        WithinClusterQueue::ALL.iter().copied().find(|p| p.name() == value).ok_or_else(|| {
+            format!(
+                "Unsupported value: {value:?}: supported values: \"Never\", \"LowerPriority\", \"LowerOrNewerEqualPriority\""
+            )
+        })
+    }
 }
 
 impl SchedulerConfig {
@@ -224,6 +284,12 @@ impl Default for SchedulerConfig {
             plugins: PluginsConfig::default(),
             evict_gang_on_failed_node: None,
             topology_algorithms: TopologyAlgorithms::default(),
+            within_cluster_queue: WithinClusterQueue::default(),
+            fit_ignored_resources: Vec::new(),
+            fit_ignored_resource_groups: Vec::new(),
+            balanced_allocation_resources: vec![("cpu".to_string(), 1), ("memory".to_string(), 1)],
+            node_affinity_added: None,
+            inter_pod_affinity: args::InterPodAffinityConfig::default(),
         }
     }
 }

@@ -44,10 +44,10 @@ pub(crate) mod snapshot;
 pub(crate) mod strategy;
 pub(crate) mod tas;
 
-pub use config::args::{NodeResourcesFitArgs, PluginConfigEntry};
+pub use config::args::{InterPodAffinityConfig, NodeResourcesFitArgs, PluginConfigEntry};
 pub use config::{
     ExtensionPoint, PlacementSearch, PluginRef, PluginSet, PluginsConfig, SchedulerConfig, ScoringStrategy,
-    TopologyAlgorithm, TopologyAlgorithms,
+    TopologyAlgorithm, TopologyAlgorithms, WithinClusterQueue,
 };
 pub use engine::{
     ClusterEvent, Decision, DomainFit, Engine, FilterSummary, GroupExplanation, PlacementScores,

@@ -33,6 +33,8 @@
 //!   required: BestFit                 # BestFit or LeastFreeCapacity
 //!   preferred: BalancedPlacement      # BestFit, LeastFreeCapacity or BalancedPlacement
 //!   unconstrained: LeastFreeCapacity  # BestFit or LeastFreeCapacity
+//! topologyPreemption:                 # with topologyLevels: Kueue-mode preemption
+//!   withinClusterQueue: LowerPriority # Never, LowerPriority (default), LowerOrNewerEqualPriority
 //! ```
 //!
 //! Parsing rejects unknown fields; validation then checks every value and reports the
@@ -136,6 +138,15 @@ pub struct FileConfig {
     pub plugin_config: Vec<placer_engine::PluginConfigEntry>,
     /// The seed 002 algorithm per kind of topology request (with `topologyLevels`).
     pub topology_algorithms: Option<TopologyAlgorithmsFile>,
+    /// Kueue-mode preemption (with `topologyLevels`), as a ClusterQueue's `preemption`.
+    pub topology_preemption: Option<TopologyPreemptionFile>,
+}
+
+/// `topologyPreemption`: Kueue's ClusterQueue `preemption.withinClusterQueue`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TopologyPreemptionFile {
+    pub within_cluster_queue: Option<String>,
 }
 
 /// `topologyAlgorithms`: `BestFit`, `LeastFreeCapacity` or `BalancedPlacement` (preferred
@@ -476,6 +487,13 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
         })?,
     };
 
+    let within_cluster_queue =
+        match raw.topology_preemption.as_ref().and_then(|t| t.within_cluster_queue.as_deref()) {
+            None => Default::default(),
+            Some(v) => placer_engine::WithinClusterQueue::parse(v)
+                .map_err(|m| c.err("topologyPreemption.withinClusterQueue", m))?,
+        };
+
     if raw.node_resources_fit_strategy.is_some()
         && raw.plugin_config.iter().any(|e| e.name == "NodeResourcesFit")
     {
@@ -496,6 +514,7 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
         pod_max_backoff_ms: max,
         evict_gang_on_failed_node: raw.evict_gang_on_failed_node,
         topology_algorithms,
+        within_cluster_queue,
         // Settings the file does not expose keep the engine's defaults.
         ..defaults
     };
@@ -751,6 +770,7 @@ metricsAddr: "127.0.0.1:9090"
 jobController: {enabled: false}
 evictGangOnFailedNode: false
 topologyAlgorithms: {required: LeastFreeCapacity, preferred: BalancedPlacement}
+topologyPreemption: {withinClusterQueue: LowerOrNewerEqualPriority}
 "#,
         );
         assert_eq!(
@@ -760,6 +780,10 @@ topologyAlgorithms: {required: LeastFreeCapacity, preferred: BalancedPlacement}
                 preferred: Some(placer_engine::TopologyAlgorithm::BalancedPlacement),
                 unconstrained: None,
             }
+        );
+        assert_eq!(
+            s.scheduler.within_cluster_queue,
+            placer_engine::WithinClusterQueue::LowerOrNewerEqualPriority
         );
         assert_eq!(s.scheduler.evict_gang_on_failed_node, Some(false));
         assert!(!s.scheduler.evicts_gang_on_failed_node(), "the option overrides the hierarchical default");
@@ -817,6 +841,9 @@ topologyAlgorithms: {required: LeastFreeCapacity, preferred: BalancedPlacement}
         assert!(parse_err("topologyAlgorithms: {unconstrained: Fast}")
             .starts_with("placer.yaml: topologyAlgorithms.unconstrained: unknown algorithm \"Fast\""));
         assert!(parse_err("topologyAlgorithms: {mixed: BestFit}").contains("mixed"));
+        assert!(parse_err("topologyPreemption: {withinClusterQueue: Always}").starts_with(
+            "placer.yaml: topologyPreemption.withinClusterQueue: Unsupported value: \"Always\": supported values:"
+        ));
     }
 
     #[test]

@@ -174,8 +174,11 @@ fn controller_factory(
     let claim_controller = settings.resource_claim_controller;
     Box::new(move || {
         let observer = Box::new(metrics.observer());
-        let driver =
+        let mut driver =
             SchedulerController::with_dispatcher(scheduler.clone(), observer, Box::new(dispatcher.fresh()));
+        // Kueue-mode preemption evicts (suspends, then requeues) only the Jobs our own Job
+        // controller manages; without it victims' pods are deleted.
+        driver.set_job_eviction(job_controller.then(|| JOB_MANAGED_BY.to_string()));
         let mut slots = vec![Slot { controller: Box::new(driver), view: View::Full }];
         if job_controller {
             // Real kubelets run the pods; only Jobs that opted in are ours. The view hides the

@@ -201,6 +201,9 @@ pub fn scheduler_config(s: &Scenario) -> Result<SchedulerConfig, String> {
     if let Some(a) = &p.topology_algorithms {
         c.topology_algorithms = a.to_config()?;
     }
+    if let Some(t) = &p.topology_preemption {
+        c.within_cluster_queue = t.to_config()?;
+    }
     let strategy = |name: &str| match name {
         "MostAllocated" => Ok(ScoringStrategy::most_allocated()),
         "LeastAllocated" => Ok(ScoringStrategy::least_allocated()),

@@ -164,6 +164,30 @@ pub struct ProfileSpec {
     /// request; absent kinds follow the feature gates.
     #[serde(default)]
     pub topology_algorithms: Option<TopologyAlgorithmsSpec>,
+    /// Placer extension (with `topologyLevels`): Kueue-mode preemption, as a ClusterQueue's
+    /// `preemption` (`withinClusterQueue`).
+    #[serde(default)]
+    pub topology_preemption: Option<TopologyPreemptionSpec>,
+}
+
+/// `scheduler.profile.topologyPreemption`: Kueue's ClusterQueue `preemption`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TopologyPreemptionSpec {
+    /// `Never`, `LowerPriority` (Placer's default) or `LowerOrNewerEqualPriority`.
+    #[serde(default)]
+    pub within_cluster_queue: Option<String>,
+}
+
+impl TopologyPreemptionSpec {
+    /// The engine's policy, checked (the error names the field).
+    pub fn to_config(&self) -> Result<placer_engine::WithinClusterQueue, String> {
+        match &self.within_cluster_queue {
+            None => Ok(placer_engine::WithinClusterQueue::default()),
+            Some(v) => placer_engine::WithinClusterQueue::parse(v)
+                .map_err(|m| format!("topologyPreemption.withinClusterQueue: {m}")),
+        }
+    }
 }
 
 /// `scheduler.profile.topologyAlgorithms`: `BestFit`, `LeastFreeCapacity` or

@@ -504,6 +504,10 @@ fn validate_scheduler(
         let (field, message) = m.split_once(": ").unwrap_or(("topologyAlgorithms", m.as_str()));
         problems.push(top(at, field, message.to_string()));
     }
+    if let Some(Err(m)) = profile.topology_preemption.as_ref().map(|t| t.to_config()) {
+        let (field, message) = m.split_once(": ").unwrap_or(("topologyPreemption", m.as_str()));
+        problems.push(top(at, field, message.to_string()));
+    }
     validate_plugins(profile, problems, top);
 }
 

@@ -17,7 +17,10 @@
 //!   deletes a finished Job.
 //! * **Suspension.** `spec.suspend` deletes active pods and sets `Suspended=True`; resuming
 //!   sets it `False`, resets `startTime` and recreates pods, which join the same PodGroup.
-//!   Workload and PodGroup stay while suspended.
+//!   Workload and PodGroup stay while suspended. A Job the scheduler evicted for a
+//!   Kueue-mode preemption (annotation `placer.dev/evicted-by-preemption`) is requeued once
+//!   it has no active pod: `Requeued=True` on its PodGroup, the annotation removed, the
+//!   Job unsuspended ([`crate::scheduler::kueue_eviction`]).
 //! * **Status** through the status subresource: `active`, `ready`, `succeeded`, `failed`,
 //!   `startTime`, `completionTime`, `completedIndexes` (Indexed) and the conditions
 //!   `SuccessCriteriaMet` + `Complete`, `FailureTarget` + `Failed`, `Suspended`.
@@ -701,6 +704,20 @@ impl JobController {
             pods.retain(|p| !pods::is_active(p));
             if sync.set_condition("Suspended", "True", "JobSuspended", "Job suspended") {
                 record(store, &sync.job, "Normal", "Suspended", "Job suspended".to_string());
+            }
+            if active.is_empty() {
+                // Evicted by Kueue-mode preemption and stopped: requeue (unsuspend).
+                let group = self.discover_gang(&sync.job).and_then(|pg| {
+                    let ns = pg.metadata.namespace.clone().unwrap_or_default();
+                    pg.metadata.name.clone().map(|name| placer_engine::GroupKey::new(ns, name))
+                });
+                match crate::scheduler::kueue_eviction::requeue(store, &sync.job, group.as_ref()) {
+                    Ok(wrote) => sync.wrote |= wrote,
+                    Err(e) => {
+                        tracing::warn!(controller = "job", job = %job_key(&sync.job).1, error = %e, "requeue after eviction");
+                        sync.wake(Some(now.saturating_add(1_000)));
+                    }
+                }
             }
             return Ok(());
         }

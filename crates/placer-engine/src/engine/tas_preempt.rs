@@ -1,13 +1,15 @@
 //! The hierarchical strategy's cycle with Kueue-mode preemption
 //! ([`crate::preemption::hierarchical`]): nominated pods of at least the unit's priority
 //! are counted as placed, the unit is placed by the seed 002 algorithms, and a unit that
-//! does not fit may evict lower-priority workloads (gate `WorkloadAwarePreemption`). The preemption is carried out like the
+//! does not fit may evict lower-priority workloads (profile option
+//! `topologyPreemption.withinClusterQueue`, on by default). The preemption is carried out like the
 //! KEP-5732 path's (`outcome.rs`: evictions, `DisruptionTarget`, nominations, the
 //! `PodGroupScheduled=False` condition while it waits).
 
 use std::collections::BTreeSet;
 
 use super::*;
+use crate::config::WithinClusterQueue;
 use crate::framework::group::{group_pod_message, GroupDecision};
 use crate::metrics::METRIC_PREEMPTION_ATTEMPTS;
 use crate::preemption::hierarchical::{unit_priority, HierarchicalPlan, HierarchicalPreemptor};
@@ -40,10 +42,10 @@ impl Engine {
         let mut decisions = hierarchical_assignment(&ctx, &mut self.snapshot, cache, &refs);
         let unschedulable = decisions.iter().flatten().count() > 0
             && decisions.iter().flatten().all(|d| matches!(d.outcome, GroupOutcome::Unschedulable { .. }));
-        // Workload-aware preemption (the PodGroup preempts with its priority, victims by
-        // disruption unit) is what Kueue-mode preemption is; like Kueue's ClusterQueue
-        // default (`withinClusterQueue: Never`) it is off unless the gate turns it on.
-        if unschedulable && self.config.gates.enabled(Gate::WorkloadAwarePreemption) {
+        // Kueue-mode preemption: the unit preempts with its priority, victims by disruption
+        // unit, candidates as `withinClusterQueue` says (Placer's default `LowerPriority`).
+        let policy = self.config.within_cluster_queue;
+        if unschedulable && policy != WithinClusterQueue::Never {
             let env = PreemptionEnv {
                 algo: &self.fw,
                 groups: &self.groups,
@@ -51,7 +53,7 @@ impl Engine {
                 pods: &self.pods,
                 evicting: &self.preempt.evicting,
             };
-            let mut preemptor = HierarchicalPreemptor::new(env);
+            let mut preemptor = HierarchicalPreemptor::new(env, policy);
             let found = preemptor.find(&mut self.snapshot, &refs, unit_priority(&refs), |snap| {
                 place_unit(ctx.algo, ctx.config, snap, cache, &refs).map_err(|f| f.message)
             });

@@ -41,6 +41,7 @@ pub use registry::Registry;
 pub use status::{Code, FilterResult, FitError, PreResult, Rejection, Status, MAX_NODE_SCORE};
 
 // What plugins read of the rest of the engine.
+pub use crate::config::args::InterPodAffinityConfig;
 pub use crate::config::{SchedulerConfig, ScoringStrategy};
 #[allow(unused_imports)]
 pub use crate::model::{NodeId, NodeStatic, PodInfo, PodVolume};

@@ -24,7 +24,7 @@ use crate::framework::{AffinityTerm, NodeId, PodInfo, PodTerms};
 use crate::framework::{
     CycleState, Dependence, FilterPlugin, FilterResult, PreResult, Rejection, ScorePlugin, MAX_NODE_SCORE,
 };
-use crate::framework::{NodeState, Snapshot};
+use crate::framework::{InterPodAffinityConfig, NodeState, SchedulerConfig, Snapshot};
 
 /// Plugin name.
 pub const NAME: &str = "InterPodAffinity";
@@ -34,9 +34,6 @@ pub const ERR_EXISTING_ANTI_AFFINITY: &str = "node(s) didn't satisfy existing po
 pub const ERR_AFFINITY: &str = "node(s) didn't match pod affinity rules";
 /// Filter reason: the incoming pod's anti-affinity is violated.
 pub const ERR_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rules";
-/// kube's default `hardPodAffinityWeight`: how much an existing pod's required affinity
-/// term selecting the incoming pod adds to the score.
-pub const HARD_POD_AFFINITY_WEIGHT: i64 = 1;
 
 /// Counts per topology pair `(key, value)`, owning its strings so that it can live in the
 /// pod's [`crate::framework::CycleData`]; looked up by borrowed `&str`s.
@@ -103,9 +100,18 @@ impl ScoreState {
     }
 }
 
-/// The `InterPodAffinity` filter and score.
+/// The `InterPodAffinity` filter and score, with the profile's `InterPodAffinityArgs`
+/// (the score reads them).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct InterPodAffinity;
+pub struct InterPodAffinity {
+    args: InterPodAffinityConfig,
+}
+
+impl InterPodAffinity {
+    pub fn new(config: &SchedulerConfig) -> Self {
+        InterPodAffinity { args: config.inter_pod_affinity }
+    }
+}
 
 impl FilterPlugin for InterPodAffinity {
     fn name(&self) -> &'static str {
@@ -241,7 +247,9 @@ impl ScorePlugin for InterPodAffinity {
         let parsed = &state.parsed;
         let has_constraints =
             !parsed.preferred_affinity.is_empty() || !parsed.preferred_anti_affinity.is_empty();
-        if !has_constraints && snap.num_pods_with_affinity() == 0 {
+        if !has_constraints
+            && (snap.num_pods_with_affinity() == 0 || self.args.ignore_preferred_terms_of_existing_pods)
+        {
             return PreResult::Skip;
         }
         let (ns, labels) = (parsed.namespace, parsed.labels);
@@ -276,10 +284,11 @@ impl ScorePlugin for InterPodAffinity {
                 let terms = PodTerms::of(existing);
                 let owner_ns = &*existing.key.namespace;
                 let owner_labels = existing.labels();
-                for t in terms.required_affinity {
+                let hard = self.args.hard_pod_affinity_weight;
+                for t in terms.required_affinity.iter().filter(|_| hard > 0) {
                     let term = AffinityTerm::new(t, owner_ns, owner_labels);
                     if term.matches(ns, labels, snap.namespaces()) {
-                        s.add(node, term.topology_key(), HARD_POD_AFFINITY_WEIGHT);
+                        s.add(node, term.topology_key(), hard);
                     }
                 }
                 for w in terms.preferred_affinity {
@@ -539,6 +548,64 @@ mod tests {
         );
         let p = pod("web").label("app", "web").build();
         assert_eq!(find_node(&fw(), &snap, &p, snap.node_ids()), Ok(snap.node_id("b").unwrap()));
+    }
+
+    /// Only InterPodAffinity scores (ties go to the first node by name).
+    fn affinity_only(args: InterPodAffinityConfig) -> Framework {
+        let mut config = SchedulerConfig { inter_pod_affinity: args, ..SchedulerConfig::default() };
+        for other in ["NodeResourcesFit", "NodeResourcesBalancedAllocation", "TaintToleration"] {
+            config.plugin_weights.insert(other.into(), 0);
+        }
+        crate::plugins::pod_framework(&config)
+    }
+
+    /// kube's `TestPreferredAffinityWithHardPodAffinitySymmetricWeight`: an existing pod's
+    /// required affinity scores `hardPodAffinityWeight`; 0 turns that off.
+    #[test]
+    fn hard_pod_affinity_weight_scores_existing_pods_required_terms() {
+        let snap = snapshot_with(
+            vec![zoned("a", "z1"), zoned("b", "z2")],
+            vec![pod("sidecar")
+                .pod_affinity(affinity_term(ZONE, match_labels(&[("app", "web")])))
+                .on("b")
+                .build()],
+        );
+        let p = pod("web").label("app", "web").build();
+        let b = snap.node_id("b").unwrap();
+        let a = snap.node_id("a").unwrap();
+        assert_eq!(
+            find_node(&affinity_only(InterPodAffinityConfig::default()), &snap, &p, snap.node_ids()),
+            Ok(b)
+        );
+        let zero =
+            InterPodAffinityConfig { hard_pod_affinity_weight: 0, ..InterPodAffinityConfig::default() };
+        assert_eq!(find_node(&affinity_only(zero), &snap, &p, snap.node_ids()), Ok(a));
+    }
+
+    /// kube's `TestPreferredAffinity` "ignorePreferredTermsOfExistingPods": an incoming pod
+    /// without preferred terms is not scored by existing pods' preferred terms.
+    #[test]
+    fn ignore_preferred_terms_of_existing_pods() {
+        let snap = snapshot_with(
+            vec![zoned("a", "z1"), zoned("b", "z2")],
+            vec![pod("cache")
+                .preferred_pod_affinity(80, affinity_term(ZONE, match_labels(&[("app", "web")])))
+                .on("b")
+                .build()],
+        );
+        let p = pod("web").label("app", "web").build();
+        assert_eq!(
+            find_node(&affinity_only(InterPodAffinityConfig::default()), &snap, &p, snap.node_ids()),
+            Ok(snap.node_id("b").unwrap())
+        );
+        let ignore = InterPodAffinityConfig {
+            ignore_preferred_terms_of_existing_pods: true,
+            ..InterPodAffinityConfig::default()
+        };
+        assert_eq!(
+            find_node(&affinity_only(ignore), &snap, &p, snap.node_ids()),
+            Ok(snap.node_id("a").unwrap())
+        );
     }
 
     #[test]

@@ -62,7 +62,7 @@ pub fn registry() -> Registry {
     r.filter(node_unschedulable::NAME, |_| Some(Box::new(node_unschedulable::NodeUnschedulable)));
     r.filter(node_name::NAME, |_| Some(Box::new(node_name::NodeName)));
     r.filter(taint_toleration::NAME, |_| Some(Box::new(taint_toleration::TaintToleration)));
-    r.filter(node_affinity::NAME, |_| Some(Box::new(node_affinity::NodeAffinity)));
+    r.filter(node_affinity::NAME, |c| Some(Box::new(node_affinity::NodeAffinity::new(c))));
     r.filter(node_ports::NAME, |_| Some(Box::new(node_ports::NodePorts)));
     r.filter(node_resources::FIT_NAME, |c| Some(Box::new(node_resources::NodeResourcesFit::new(c))));
     r.filter(volume_restrictions::NAME, |_| Some(Box::new(volume_restrictions::VolumeRestrictions)));
@@ -70,21 +70,22 @@ pub fn registry() -> Registry {
     r.filter(volume_binding::NAME, |_| Some(Box::new(volume_binding::VolumeBinding)));
     r.filter(volume_zone::NAME, |_| Some(Box::new(volume_zone::VolumeZone)));
     r.filter(pod_topology_spread::NAME, |_| Some(Box::new(pod_topology_spread::PodTopologySpread)));
-    r.filter(inter_pod_affinity::NAME, |_| Some(Box::new(inter_pod_affinity::InterPodAffinity)));
+    r.filter(inter_pod_affinity::NAME, |_| Some(Box::new(inter_pod_affinity::InterPodAffinity::default())));
     r.filter(dynamic_resources::NAME, |_| Some(Box::new(dynamic_resources::DynamicResources)));
     #[cfg(test)]
     r.filter(example_node_label::NAME, |_| Some(Box::new(example_node_label::ExampleNodeLabel)))
         .off_by_default();
     // Score plugins with kube's default weights.
     r.score(taint_toleration::NAME, 3, |_| Some(Box::new(taint_toleration::TaintToleration)));
-    r.score(node_affinity::NAME, 2, |_| Some(Box::new(node_affinity::NodeAffinity)));
+    r.score(node_affinity::NAME, 2, |c| Some(Box::new(node_affinity::NodeAffinity::new(c))));
+    r.args(node_affinity::NAME, args::read_node_affinity, args::show_node_affinity);
     r.score(node_resources::FIT_NAME, 1, |c| Some(Box::new(node_resources::NodeResourcesFit::new(c))));
     r.args(node_resources::FIT_NAME, args::read_node_resources_fit, args::show_node_resources_fit);
     r.score(pod_topology_spread::NAME, 2, |_| Some(Box::new(pod_topology_spread::PodTopologySpread)));
-    r.score(inter_pod_affinity::NAME, 2, |_| Some(Box::new(inter_pod_affinity::InterPodAffinity)));
-    r.score(node_resources::BALANCED_NAME, 1, |_| {
-        Some(Box::new(node_resources::BalancedAllocation::default()))
-    });
+    r.score(inter_pod_affinity::NAME, 2, |c| Some(Box::new(inter_pod_affinity::InterPodAffinity::new(c))));
+    r.args(inter_pod_affinity::NAME, args::read_inter_pod_affinity, args::show_inter_pod_affinity);
+    r.score(node_resources::BALANCED_NAME, 1, |c| Some(Box::new(node_resources::BalancedAllocation::new(c))));
+    r.args(node_resources::BALANCED_NAME, args::read_balanced_allocation, args::show_balanced_allocation);
     r.score(image_locality::NAME, 1, |_| Some(Box::new(image_locality::ImageLocality)));
     // Binding cycle.
     r.reserve(volume_binding::NAME, |_| Some(Box::new(volume_binding::VolumeBinding)));
@@ -188,9 +189,15 @@ mod tests {
         assert!(point("score").contains(&("NodeResourcesBalancedAllocation", Some(1))));
         assert!(!point("score").iter().any(|(n, _)| *n == "ImageLocality"), "weight 0: off");
         assert_eq!(point("placementScore").last(), Some(&("PlacementFragmentation", Some(4))));
-        assert_eq!(p.plugin_config.len(), 1);
-        assert_eq!(p.plugin_config[0].0, "NodeResourcesFit");
-        assert_eq!(p.plugin_config[0].1["scoringStrategy"]["type"], "LeastAllocated");
+        let names: Vec<&str> = p.plugin_config.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            ["NodeAffinity", "NodeResourcesFit", "InterPodAffinity", "NodeResourcesBalancedAllocation"]
+        );
+        assert_eq!(p.plugin_config[0].1["kind"], "NodeAffinityArgs");
+        assert_eq!(p.plugin_config[1].1["scoringStrategy"]["type"], "LeastAllocated");
+        assert_eq!(p.plugin_config[2].1["hardPodAffinityWeight"], 1);
+        assert_eq!(p.plugin_config[3].1["resources"][1]["name"], "memory");
         // Keys in KubeSchedulerConfiguration's order.
         let text = serde_json::to_string(p).expect("json");
         assert!(

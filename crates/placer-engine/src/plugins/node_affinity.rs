@@ -4,6 +4,14 @@
 //! PreFilter narrows the candidates when every required term pins `metadata.name` with
 //! `In` (kube's `PreFilterResult`); the other nodes then read
 //! `node(s) didn't satisfy plugin(s) [NodeAffinity]`.
+//!
+//! `NodeAffinityArgs.addedAffinity` (the profile's) applies to every pod: its required
+//! terms filter first (`node(s) didn't match scheduler-enforced node affinity`), its
+//! preferred terms add to the score.
+
+use std::sync::Arc;
+
+use placer_api::k8s::api::core::v1::NodeAffinity as AddedAffinity;
 
 use crate::framework::helper::{labels_or_empty, node_selector_term_is_empty, node_selector_term_matches};
 use crate::framework::normalize::default_normalize;
@@ -12,18 +20,46 @@ use crate::framework::{
     CycleState, Dependence, FilterPlugin, FilterResult, PodInfo, PreResult, Rejection, ScorePlugin,
     MAX_NODE_SCORE,
 };
-use crate::framework::{NodeState, Snapshot};
+use crate::framework::{NodeState, SchedulerConfig, Snapshot};
 
 /// Plugin name.
 pub const NAME: &str = "NodeAffinity";
 /// Filter reason.
 pub const ERR_REASON_POD: &str = "node(s) didn't match Pod's node affinity/selector";
+/// Filter reason: the profile's `addedAffinity` does not select the node.
+pub const ERR_REASON_ENFORCED: &str = "node(s) didn't match scheduler-enforced node affinity";
 /// PreFilter reason when the terms pin disjoint node names.
 pub const ERR_REASON_CONFLICT: &str = "pod affinity terms conflict";
 
-/// The `NodeAffinity` filter and score.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NodeAffinity;
+/// The `NodeAffinity` filter and score, with the profile's `addedAffinity`.
+#[derive(Debug, Clone, Default)]
+pub struct NodeAffinity {
+    added: Option<Arc<AddedAffinity>>,
+}
+
+impl NodeAffinity {
+    pub fn new(config: &SchedulerConfig) -> Self {
+        NodeAffinity { added: config.node_affinity_added.clone() }
+    }
+
+    /// Whether the added required terms (ORed) select the node; true without them.
+    fn added_selects(&self, node: &NodeState) -> bool {
+        let Some(selector) =
+            self.added.as_ref().and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+        else {
+            return true;
+        };
+        let labels = labels_or_empty(node.info.labels());
+        selector.node_selector_terms.iter().any(|t| node_selector_term_matches(t, &node.info.name, labels))
+    }
+
+    fn added_preferred(&self) -> &[placer_api::k8s::api::core::v1::PreferredSchedulingTerm] {
+        self.added
+            .as_ref()
+            .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_deref())
+            .unwrap_or(&[])
+    }
+}
 
 impl FilterPlugin for NodeAffinity {
     fn name(&self) -> &'static str {
@@ -40,7 +76,11 @@ impl FilterPlugin for NodeAffinity {
         _snap: &'a Snapshot,
     ) -> Result<PreResult, Rejection> {
         let parsed = &state.parsed;
-        if parsed.node_selector.is_none() && parsed.required_node_terms.is_none() {
+        let added = self
+            .added
+            .as_ref()
+            .is_some_and(|a| a.required_during_scheduling_ignored_during_execution.is_some());
+        if parsed.node_selector.is_none() && parsed.required_node_terms.is_none() && !added {
             return Ok(PreResult::Skip);
         }
         let terms = parsed.required_node_terms.unwrap_or(&[]);
@@ -75,6 +115,9 @@ impl FilterPlugin for NodeAffinity {
     }
 
     fn filter(&self, state: &CycleState<'_>, _snap: &Snapshot, node: &NodeState) -> FilterResult {
+        if !self.added_selects(node) {
+            return Err(Rejection::unresolvable(NAME, ERR_REASON_ENFORCED));
+        }
         if state.parsed.matches_node_selector_and_affinity(&node.info) {
             Ok(())
         } else {
@@ -107,6 +150,7 @@ impl ScorePlugin for NodeAffinity {
             .parsed
             .preferred_node_terms
             .iter()
+            .chain(self.added_preferred())
             .any(|t| t.weight != 0 && !node_selector_term_is_empty(&t.preference));
         if any {
             PreResult::Run
@@ -122,6 +166,7 @@ impl ScorePlugin for NodeAffinity {
             .parsed
             .preferred_node_terms
             .iter()
+            .chain(self.added_preferred())
             .filter(|t| t.weight != 0 && node_selector_term_matches(&t.preference, &node.info.name, labels))
             .map(|t| i64::from(t.weight))
             .sum()
@@ -221,5 +266,47 @@ mod tests {
             .preferred_node_term(30, vec![node_req("ssd", "Exists", &[])])
             .build();
         assert_eq!(find_node(&fw(), &snap, &p, snap.node_ids()), Ok(snap.node_id("b").unwrap()));
+    }
+
+    /// kube's node_affinity_test "Pod with addedAffinity" cases: the profile's required
+    /// terms filter every pod first, its preferred terms score.
+    #[test]
+    fn added_affinity_applies_to_every_pod() {
+        use placer_api::k8s::api::core::v1::{NodeSelector, NodeSelectorTerm, PreferredSchedulingTerm};
+        let snap = snapshot_with(
+            vec![
+                node("a").cpu("4").label("zone", "foo").build(),
+                node("b").cpu("4").label("zone", "foo").label("disk", "ssd").build(),
+                node("c").cpu("4").label("zone", "bar").build(),
+            ],
+            vec![],
+        );
+        let term = |r| NodeSelectorTerm { match_expressions: Some(vec![r]), match_fields: None };
+        let added = placer_api::k8s::api::core::v1::NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                node_selector_terms: vec![term(node_req("zone", "In", &["foo"]))],
+            }),
+            preferred_during_scheduling_ignored_during_execution: Some(vec![PreferredSchedulingTerm {
+                weight: 5,
+                preference: term(node_req("disk", "Exists", &[])),
+            }]),
+        };
+        let config = SchedulerConfig {
+            node_affinity_added: Some(std::sync::Arc::new(added)),
+            ..SchedulerConfig::default()
+        };
+        let fw = crate::plugins::pod_framework(&config);
+        let p = pod("p").build();
+        let st = filter_node(&fw, &snap, &p, snap.node_id("c").unwrap());
+        assert_eq!(st.code, Code::UnschedulableAndUnresolvable);
+        assert_eq!(st.reasons, vec!["node(s) didn't match scheduler-enforced node affinity".to_string()]);
+        assert_eq!(
+            find_node(&fw, &snap, &p, snap.node_ids()),
+            Ok(snap.node_id("b").unwrap()),
+            "preferred adds"
+        );
+        // The pod's own selector still applies on top.
+        let own = pod("p").node_selector("zone", "bar").build();
+        assert!(feasible_nodes(&fw, &snap, &own, snap.node_ids()).is_err());
     }
 }

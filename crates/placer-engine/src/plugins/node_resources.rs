@@ -208,28 +208,76 @@ fn broken_linear(shape: &[(i64, i64)], p: i64) -> i64 {
     shape.last().map(|&(_, s)| s).unwrap_or(0)
 }
 
+/// `NodeResourcesFitArgs`' `ignoredResources` and `ignoredResourceGroups`: extended
+/// resources the filter does not check (kube's `fitsRequest`).
+#[derive(Debug, Clone, Default)]
+struct Ignored {
+    names: Vec<String>,
+    groups: Vec<String>,
+}
+
+impl Ignored {
+    fn is_empty(&self) -> bool {
+        self.names.is_empty() && self.groups.is_empty()
+    }
+
+    /// An extended resource (not native: no `/`, or a `kubernetes.io/` name; not a
+    /// `requests.` quota name) named or in a named group.
+    fn ignores(&self, name: &str) -> bool {
+        let extended =
+            name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.");
+        extended
+            && (self.names.iter().any(|n| n == name)
+                || name.split_once('/').is_some_and(|(group, _)| self.groups.iter().any(|g| g == group)))
+    }
+
+    /// Whether `requests` ask for an ignored resource.
+    fn any_in(&self, requests: &Resources) -> bool {
+        !self.is_empty() && requests.scalar.iter().any(|(n, r)| *r > 0 && self.ignores(n))
+    }
+
+    /// `requests` without the ignored resources.
+    fn strip(&self, requests: &Resources) -> Resources {
+        let mut out = requests.clone();
+        out.scalar.retain(|(n, _)| !self.ignores(n));
+        out
+    }
+}
+
 /// `NodeResourcesFit`: filter and (configurable) score.
 #[derive(Debug, Clone)]
 pub struct NodeResourcesFit {
     resources: Vec<WeightedResource>,
     scorer: Scorer,
+    ignored: Arc<Ignored>,
 }
 
 impl NodeResourcesFit {
-    /// With the pod-level scoring strategy of `config`.
+    /// With the pod-level scoring strategy and the ignored resources of `config`.
     pub fn new(config: &SchedulerConfig) -> Self {
-        Self::with_strategy(&config.node_resources_fit_strategy)
+        let ignored = Ignored {
+            names: config.fit_ignored_resources.clone(),
+            groups: config.fit_ignored_resource_groups.clone(),
+        };
+        NodeResourcesFit {
+            ignored: Arc::new(ignored),
+            ..Self::with_strategy(&config.node_resources_fit_strategy)
+        }
     }
 
     /// With an explicit scoring strategy.
     pub fn with_strategy(strategy: &ScoringStrategy) -> Self {
         match strategy {
-            ScoringStrategy::LeastAllocated { resources } => {
-                NodeResourcesFit { resources: resolve(resources), scorer: Scorer::LeastAllocated }
-            }
-            ScoringStrategy::MostAllocated { resources } => {
-                NodeResourcesFit { resources: resolve(resources), scorer: Scorer::MostAllocated }
-            }
+            ScoringStrategy::LeastAllocated { resources } => NodeResourcesFit {
+                resources: resolve(resources),
+                scorer: Scorer::LeastAllocated,
+                ignored: Arc::default(),
+            },
+            ScoringStrategy::MostAllocated { resources } => NodeResourcesFit {
+                resources: resolve(resources),
+                scorer: Scorer::MostAllocated,
+                ignored: Arc::default(),
+            },
             ScoringStrategy::RequestedToCapacityRatio { resources, shape } => {
                 let mut points: Vec<(i64, i64)> = shape
                     .iter()
@@ -239,6 +287,7 @@ impl NodeResourcesFit {
                 NodeResourcesFit {
                     resources: resolve(resources),
                     scorer: Scorer::RequestedToCapacityRatio(points),
+                    ignored: Arc::default(),
                 }
             }
         }
@@ -307,15 +356,28 @@ impl FilterPlugin for NodeResourcesFit {
         FIT_NAME
     }
 
-    fn dependence(&self, _pod: &PodInfo) -> Dependence {
-        Dependence::PlainResources
+    /// Plain resources, unless the pod requests an ignored resource: the aggregate bound
+    /// and copy counting count every requested resource, so they must not run for it.
+    fn dependence(&self, pod: &PodInfo) -> Dependence {
+        if self.ignored.any_in(&pod.requests) {
+            Dependence::ExtraCapacity
+        } else {
+            Dependence::PlainResources
+        }
     }
 
     fn filter(&self, state: &CycleState<'_>, _snap: &Snapshot, node: &NodeState) -> FilterResult {
         if fits(node, &state.pod.requests) {
             return Ok(());
         }
-        let reasons = insufficient_resources(node, &state.pod.requests);
+        let stripped;
+        let requests = if self.ignored.any_in(&state.pod.requests) {
+            stripped = self.ignored.strip(&state.pod.requests);
+            &stripped
+        } else {
+            &state.pod.requests
+        };
+        let reasons = insufficient_resources(node, requests);
         if reasons.is_empty() {
             Ok(())
         } else {
@@ -365,6 +427,11 @@ impl Default for BalancedAllocation {
 }
 
 impl BalancedAllocation {
+    /// The plugin with the profile's resources (`NodeResourcesBalancedAllocationArgs`).
+    pub fn new(config: &SchedulerConfig) -> Self {
+        BalancedAllocation { resources: resolve(&config.balanced_allocation_resources) }
+    }
+
     /// The pod's request of each resource, in `self.resources` order: read once per pod.
     fn pod_requests(&self, pod_requests: &Resources) -> smallvec::SmallVec<[i64; 4]> {
         self.resources.iter().map(|r| r.key.get(pod_requests)).collect()
@@ -652,5 +719,63 @@ mod tests {
         assert_eq!(ba.score_node(&pod("p").cpu("2").mem("2Gi").build().requests, n), 100);
         // cpu 1.0, memory 0.25 -> std 0.375 -> 62.
         assert_eq!(ba.score_node(&pod("p").cpu("4").mem("1Gi").build().requests, n), 62);
+    }
+
+    /// kube's fit_test "skip checking ignored extended resource" and "skip checking
+    /// resource request with quantity zero / ignored resource group".
+    #[test]
+    fn ignored_extended_resources_are_not_checked() {
+        use crate::framework::FilterPlugin;
+        let snap = snapshot_with(vec![node("a").cpu("4").mem("4Gi").build()], vec![]);
+        let n = snap.node(snap.node_ids()[0]);
+        let mut p = pod("p").cpu("1").build();
+        p.requests.scalar.push(("example.com/aaa".into(), 1));
+        let check = |config: &SchedulerConfig| {
+            let fit = NodeResourcesFit::new(config);
+            let state = crate::framework::CycleState::new(&p);
+            fit.filter(&state, &snap, n).map_err(|r| r.reasons.to_vec())
+        };
+        assert_eq!(check(&SchedulerConfig::default()), Err(vec!["Insufficient example.com/aaa".into()]));
+        let by_name = SchedulerConfig {
+            fit_ignored_resources: vec!["example.com/aaa".into()],
+            ..SchedulerConfig::default()
+        };
+        assert_eq!(check(&by_name), Ok(()));
+        let by_group = SchedulerConfig {
+            fit_ignored_resource_groups: vec!["example.com".into()],
+            ..SchedulerConfig::default()
+        };
+        assert_eq!(check(&by_group), Ok(()));
+        assert_eq!(
+            NodeResourcesFit::new(&by_group).dependence(&p),
+            Dependence::ExtraCapacity,
+            "no aggregate bound or copy counting for a pod with an ignored resource"
+        );
+        let other = SchedulerConfig {
+            fit_ignored_resource_groups: vec!["other.com".into()],
+            ..SchedulerConfig::default()
+        };
+        assert_eq!(check(&other), Err(vec!["Insufficient example.com/aaa".into()]));
+    }
+
+    /// `NodeResourcesBalancedAllocationArgs.resources` with an extended resource (kube's
+    /// balanced_allocation_test "resources with extended resources"): the spread is taken
+    /// over every configured resource.
+    #[test]
+    fn balanced_allocation_over_configured_resources() {
+        let snap = snapshot_with(vec![node("a").cpu("4").mem("4Gi").gpus(4).build()], vec![]);
+        let n = snap.node(snap.node_ids()[0]);
+        let p = pod("p").cpu("2").mem("2Gi").gpu(4).build();
+        assert_eq!(BalancedAllocation::default().score_node(&p.requests, n), 100, "cpu and memory only");
+        let config = SchedulerConfig {
+            balanced_allocation_resources: vec![
+                ("cpu".into(), 1),
+                ("memory".into(), 1),
+                ("nvidia.com/gpu".into(), 1),
+            ],
+            ..SchedulerConfig::default()
+        };
+        // Fractions 0.5, 0.5, 1.0: std 0.2357 -> 76.
+        assert_eq!(BalancedAllocation::new(&config).score_node(&p.requests, n), 76);
     }
 }

@@ -1,8 +1,9 @@
 //! Preemption for the hierarchical strategy (seed 002, Kueue's Topology Aware Scheduling):
 //! a unit (one PodGroup, or a leader + workers PodGroup pair) whose topology request does
-//! not fit may evict lower-priority workloads. The engine runs it with the gate
-//! `WorkloadAwarePreemption` on (off by default, as Kueue's ClusterQueues default to
-//! `withinClusterQueue: Never`).
+//! not fit may evict lower-priority workloads. The profile option
+//! `topologyPreemption.withinClusterQueue` ([`WithinClusterQueue`], Kueue's ClusterQueue
+//! `preemption.withinClusterQueue`) chooses the candidates: `LowerPriority` (Placer's
+//! default), `LowerOrNewerEqualPriority`, or `Never` (Kueue's API default: no preemption).
 //!
 //! Kueue's classical preemption (`pkg/scheduler/preemption/preemption.go`,
 //! `classicalPreemptions`, `fillBackWorkloads`; ordering `preemption/common/ordering.go`),
@@ -15,7 +16,10 @@
 //!    workload(s)").
 //! 2. **Candidates**: victim units ([`super::victims::workload_units`]: a whole
 //!    `disruptionMode: PodGroup` group, else single pods) of strictly lower priority than
-//!    the unit, outside the unit's own PodGroups, in Kueue's order: units already being
+//!    the unit (`LowerOrNewerEqualPriority`: also of equal priority and created after the
+//!    unit, Kueue's `findCandidates`; a unit's time is its PodGroups' earliest
+//!    `creationTimestamp`, a single pod's, outside any PodGroup, its start time),
+//!    outside the unit's own PodGroups, in Kueue's order: units already being
 //!    evicted first, then lower priority first, then (Placer) units whose eviction keeps
 //!    every PodDisruptionBudget before those that overdraw one, then the most recently
 //!    started first, then by key.
@@ -33,6 +37,9 @@ use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use placer_api::k8s::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::config::WithinClusterQueue;
 use crate::model::{GroupKey, PodInfo};
 use crate::podgroup::GroupCycle;
 use crate::snapshot::Snapshot;
@@ -88,16 +95,47 @@ pub fn unit_priority(cycles: &[&GroupCycle]) -> i32 {
         .unwrap_or(0)
 }
 
+/// The time Kueue orders a workload by (its queue-order timestamp): the earliest
+/// `creationTimestamp` of the unit's PodGroups.
+pub fn unit_created(cycles: &[&GroupCycle]) -> Option<Time> {
+    cycles.iter().filter_map(|c| c.group.pod_group.metadata.creation_timestamp.clone()).min()
+}
+
 /// Kueue-mode preemption over a snapshot.
 pub struct HierarchicalPreemptor<'a> {
     env: PreemptionEnv<'a>,
+    policy: WithinClusterQueue,
     /// Calls that looked for victims (for `scheduler_preemption_attempts_total`).
     pub attempts: u64,
 }
 
 impl<'a> HierarchicalPreemptor<'a> {
-    pub fn new(env: PreemptionEnv<'a>) -> Self {
-        HierarchicalPreemptor { env, attempts: 0 }
+    pub fn new(env: PreemptionEnv<'a>, policy: WithinClusterQueue) -> Self {
+        HierarchicalPreemptor { env, policy, attempts: 0 }
+    }
+
+    /// When a victim unit was created: its PodGroup's `creationTimestamp`, or a pod's start
+    /// time outside any PodGroup.
+    fn unit_time(&self, unit: &VictimUnit) -> Option<Time> {
+        let group = unit.group.clone().or_else(|| unit.pods.first().and_then(|p| super::group_of(p)));
+        match group.and_then(|g| self.env.groups.info(&g)) {
+            Some(info) => info.pod_group.metadata.creation_timestamp.clone(),
+            None => unit.earliest_start.0.clone(),
+        }
+    }
+
+    /// Whether `unit` is a candidate for a preemptor of `priority` created at `created`
+    /// (Kueue's `findCandidates` for `withinClusterQueue`).
+    fn candidate(&self, unit: &VictimUnit, priority: i32, created: Option<&Time>) -> bool {
+        match self.policy {
+            WithinClusterQueue::Never => false,
+            WithinClusterQueue::LowerPriority => unit.priority < priority,
+            WithinClusterQueue::LowerOrNewerEqualPriority => {
+                unit.priority < priority
+                    || (unit.priority == priority
+                        && matches!((created, self.unit_time(unit)), (Some(p), Some(c)) if *p < c))
+            }
+        }
     }
 
     /// Why the unit may not preempt at all, if it may not.
@@ -124,9 +162,10 @@ impl<'a> HierarchicalPreemptor<'a> {
         }
         let own: BTreeSet<&GroupKey> = cycles.iter().map(|c| &c.group.key).collect();
         let nodes = snap.node_ids().to_vec();
+        let created = unit_created(cycles);
         let mut units: Vec<VictimUnit> = workload_units(snap, self.env.groups, &nodes, None)
             .into_iter()
-            .filter(|u| u.priority < priority)
+            .filter(|u| self.candidate(u, priority, created.as_ref()))
             .filter(|u| !u.pods.iter().any(|p| super::group_of(p).is_some_and(|g| own.contains(&g))))
             .collect();
         if units.is_empty() {

@@ -204,12 +204,13 @@ fn write_snapshot(path: &Path, store: &EmbeddedCluster) -> Result<(), PersistErr
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use placer_api::k8s::api::core::v1::Pod;
     use placer_cluster::{Kind, Object, ObjectRef};
 
-    fn pod(name: &str) -> Object {
+    /// A bare pod in `default` (also used by `state.rs`'s tests).
+    pub(crate) fn pod(name: &str) -> Object {
         let mut p = Pod::default();
         p.metadata.name = Some(name.into());
         p.metadata.namespace = Some("default".into());

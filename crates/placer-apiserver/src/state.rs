@@ -308,15 +308,7 @@ impl Shared {
 mod tests {
     use super::*;
 
-    use placer_api::k8s::api::core::v1::Pod;
-    use placer_cluster::Object;
-
-    fn pod(name: &str) -> Object {
-        let mut p = Pod::default();
-        p.metadata.name = Some(name.into());
-        p.metadata.namespace = Some("default".into());
-        Object::Pod(p.into())
-    }
+    use crate::persist::tests::pod;
 
     #[test]
     fn a_write_is_answered_and_watched_only_once_the_state_file_holds_it() {

@@ -266,7 +266,7 @@ impl Shared {
     /// lines. Under the store's lock (the snapshot is the store as it is).
     pub fn fold_journal(&self, store: &EmbeddedCluster, limit: usize) {
         let mut journal = self.journal.lock().unwrap_or_else(|p| p.into_inner());
-        if !journal.as_ref().is_some_and(|j| j.lines() > limit) {
+        if journal.as_ref().is_none_or(|j| j.lines() <= limit) {
             return;
         }
         // What is queued goes to the old file first: the file is whole if the fold fails.

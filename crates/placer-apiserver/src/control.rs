@@ -187,15 +187,14 @@ pub fn run(
             guard.store.compact_log(rv.saturating_sub(keep));
         }
         shared.announce(&mut guard);
+        // The controllers' changes reach the state file (and then watchers) outside the
+        // lock, together with whatever API writes arrive meanwhile.
+        let rv = guard.store.resource_version();
+        drop(guard);
+        shared.sync(rv);
+        guard = shared.lock();
         let limit = options.journal_limit.max(guard.store.len());
-        let inner = &mut *guard;
-        if let Some(j) = inner.journal.as_mut() {
-            if j.lines() > limit {
-                if let Err(e) = j.rewrite(&inner.store) {
-                    tracing::error!(error = %e, "cannot rewrite the state file");
-                }
-            }
-        }
+        shared.fold_journal(&guard.store, limit);
         let mut wait = match next_ms {
             Some(t) => guard.clock.until(t).min(IDLE),
             None => IDLE,

@@ -106,7 +106,6 @@ impl Journal {
 
     /// Appends every change after the last one written, then flushes.
     pub fn append(&mut self, store: &EmbeddedCluster) -> Result<(), PersistError> {
-        let path = self.path.clone();
         let events = match store.log_since(self.journaled_rv) {
             Ok(events) => events,
             Err(_) => {
@@ -115,22 +114,51 @@ impl Journal {
                 return self.rewrite(store);
             }
         };
-        if events.is_empty() {
+        let counters = store.counters();
+        let events: Vec<(WatchEvent, Counters)> = events.iter().map(|e| (e.clone(), counters)).collect();
+        self.append_events(&events)
+    }
+
+    /// Appends `events` (each with the store's counters after it; those the file holds
+    /// already are skipped) in one write, then flushes.
+    pub fn append_events(&mut self, events: &[(WatchEvent, Counters)]) -> Result<(), PersistError> {
+        let texts: Vec<String> = events.iter().map(|(e, _)| e.object.to_json().to_string()).collect();
+        self.append_rendered(events, &texts)
+    }
+
+    /// [`Journal::append_events`] with each object's stored JSON given (`texts[i]` is
+    /// `events[i]`'s object).
+    pub fn append_rendered<T: AsRef<str>>(
+        &mut self,
+        events: &[(WatchEvent, Counters)],
+        texts: &[T],
+    ) -> Result<(), PersistError> {
+        let mut buf = Vec::new();
+        let mut last = self.journaled_rv;
+        let mut lines = 0;
+        for ((e, counters), text) in events.iter().zip(texts) {
+            if e.resource_version <= self.journaled_rv {
+                continue;
+            }
+            let counters = serde_json::to_string(counters).unwrap_or_else(|_| "null".into());
+            // Writing into a Vec cannot fail.
+            let _ = writeln!(
+                buf,
+                "{{\"rv\":{},\"type\":\"{}\",\"object\":{},\"counters\":{counters}}}",
+                e.resource_version,
+                kind_name(e.kind),
+                text.as_ref()
+            );
+            last = e.resource_version;
+            lines += 1;
+        }
+        if lines == 0 {
             return Ok(());
         }
-        let counters = store.counters();
-        for e in events {
-            let line = json!({
-                "rv": e.resource_version,
-                "type": kind_name(e.kind),
-                "object": e.object.to_json(),
-                "counters": counters,
-            });
-            writeln!(self.file, "{line}").map_err(io_err(&path))?;
-            self.lines += 1;
-        }
-        self.file.flush().map_err(io_err(&path))?;
-        self.journaled_rv = store.resource_version();
+        self.file.write_all(&buf).map_err(io_err(&self.path))?;
+        self.file.flush().map_err(io_err(&self.path))?;
+        self.lines += lines;
+        self.journaled_rv = last;
         Ok(())
     }
 
@@ -176,12 +204,13 @@ fn write_snapshot(path: &Path, store: &EmbeddedCluster) -> Result<(), PersistErr
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use placer_api::k8s::api::core::v1::Pod;
     use placer_cluster::{Kind, Object, ObjectRef};
 
-    fn pod(name: &str) -> Object {
+    /// A bare pod in `default` (also used by `state.rs`'s tests).
+    pub(crate) fn pod(name: &str) -> Object {
         let mut p = Pod::default();
         p.metadata.name = Some(name.into());
         p.metadata.namespace = Some("default".into());

@@ -130,7 +130,13 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         user_agent: header_str(&parts.headers, header::USER_AGENT),
         body: &bytes,
     };
-    let result = tokio::task::block_in_place(|| crud::call(&app.shared, &call));
+    // A write is answered once the state file holds it (`Shared::write`); a read waits
+    // for what it may have seen to be there too.
+    let result = tokio::task::block_in_place(|| {
+        let result = crud::call(&app.shared, &call);
+        app.shared.sync_latest();
+        result
+    });
     match result {
         Ok(r) => {
             log_write(&parts.method, &target, r.code);

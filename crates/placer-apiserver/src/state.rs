@@ -2,12 +2,21 @@
 //! behind one lock, the wall-clock mapping of its virtual clock, the state file, and the
 //! notifications (watchers wait for a new resourceVersion; the controller thread for
 //! any API write).
+//!
+//! The state file is written with group commit: a write takes the store's lock only to
+//! change the store and queue its watch events; it then waits, outside that lock, until
+//! the state file holds its change ([`Shared::sync`]). The first waiter writes everything
+//! queued by then (one append and flush for all the writes that arrived together), the
+//! others find their change already written. Nothing is answered, and no watcher is told
+//! of a change, before the change is in the file.
 
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use placer_cluster::embedded::{EmbeddedCluster, EPOCH_UNIX_MS};
-use placer_cluster::ClusterStore;
+use placer_cluster::embedded::{Counters, EmbeddedCluster, EPOCH_UNIX_MS};
+use placer_cluster::{ClusterStore, WatchEvent};
 use tokio::sync::watch;
 
 use crate::events::EventRecorder;
@@ -59,7 +68,8 @@ pub struct Inner {
     pub store: EmbeddedCluster,
     pub events: EventRecorder,
     pub clock: Clock,
-    pub journal: Option<Journal>,
+    /// The state file until [`Shared::new`] takes it (it has its own lock there).
+    journal: Option<Journal>,
     /// An API write happened since the controllers last ran.
     pub dirty: bool,
     /// The last resourceVersion watchers were told about.
@@ -84,21 +94,35 @@ impl Inner {
             self.store.set_now_ms(now);
         }
     }
+}
 
-    /// Writes the changes since the last commit to the state file.
-    pub fn commit(&mut self) {
-        if let Some(j) = self.journal.as_mut() {
-            if let Err(e) = j.append(&self.store) {
-                tracing::error!(error = %e, "cannot write the state file; changes are not persisted");
-            }
-        }
-    }
+/// Changes whose stored JSON is kept for watchers.
+const RENDERED: usize = 4096;
+
+/// Changes made under the store's lock that the state file does not hold yet.
+#[derive(Debug, Default)]
+struct Pending {
+    /// In resourceVersion order, each with the store's counters after its write.
+    events: Vec<(WatchEvent, Counters)>,
 }
 
 /// See the module documentation.
 #[derive(Debug)]
 pub struct Shared {
     inner: Mutex<Inner>,
+    /// The state file (`None`: no `--state`). Taken after the store's lock, never before.
+    journal: Mutex<Option<Journal>>,
+    /// Queued by writers under the store's lock; taken under the journal's lock.
+    pending: Mutex<Pending>,
+    /// Whether there is a state file at all.
+    persistent: bool,
+    /// Every change up to this resourceVersion is in the state file (or there is none).
+    durable: AtomicU64,
+    /// The store's resourceVersion after the last write announced.
+    latest: AtomicU64,
+    /// The stored JSON of the changes written last (resourceVersion order): the journal
+    /// serializes each changed object once and watchers send the same text.
+    rendered: Mutex<VecDeque<(u64, Arc<str>)>>,
     /// Signalled on every API write (the controller thread waits on it).
     pub control: Condvar,
     changes: watch::Sender<u64>,
@@ -107,10 +131,23 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(inner: Inner) -> Shared {
-        let (changes, _) = watch::channel(inner.store.resource_version());
+    pub fn new(mut inner: Inner) -> Shared {
+        let rv = inner.store.resource_version();
+        let (changes, _) = watch::channel(rv);
         let (closing, _) = watch::channel(false);
-        Shared { inner: Mutex::new(inner), control: Condvar::new(), changes, closing }
+        let journal = inner.journal.take();
+        Shared {
+            persistent: journal.is_some(),
+            journal: Mutex::new(journal),
+            pending: Mutex::new(Pending::default()),
+            durable: AtomicU64::new(rv),
+            latest: AtomicU64::new(rv),
+            rendered: Mutex::new(VecDeque::new()),
+            inner: Mutex::new(inner),
+            control: Condvar::new(),
+            changes,
+            closing,
+        }
     }
 
     /// The lock (a panic under it leaves the store consistent: every store call completes
@@ -121,34 +158,123 @@ impl Shared {
         guard
     }
 
-    /// Runs `f` under the lock; then journals and announces what it changed.
+    /// Runs `f` under the lock, queues what it changed for the state file and wakes the
+    /// controller thread; then, outside the lock, waits until the state file holds the
+    /// change (see the module documentation) and watchers are told.
     pub fn write<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
         let mut guard = self.lock();
         let result = f(&mut guard);
         self.finish(&mut guard);
+        let rv = guard.store.resource_version();
+        drop(guard);
+        self.sync(rv);
         result
     }
 
-    /// Journals changes, tells watchers and the controller thread. Call under the lock
-    /// after writing.
+    /// Queues changes for the state file and wakes the controller thread. Call under the
+    /// lock after writing, then [`Shared::sync`] after releasing it.
     pub fn finish(&self, inner: &mut Inner) {
-        let rv = inner.store.resource_version();
-        if rv != inner.notified_rv {
-            inner.commit();
-            inner.notified_rv = rv;
+        if self.queue(inner) {
             inner.dirty = true;
-            self.changes.send_replace(rv);
             self.control.notify_all();
         }
     }
 
-    /// Announces changes made by the controller thread (does not wake it).
+    /// Queues changes made by the controller thread (does not wake it); call
+    /// [`Shared::sync`] after releasing the lock.
     pub fn announce(&self, inner: &mut Inner) {
+        self.queue(inner);
+    }
+
+    /// Queues the watch events after the last queued one; true if there were any.
+    fn queue(&self, inner: &mut Inner) -> bool {
         let rv = inner.store.resource_version();
-        if rv != inner.notified_rv {
-            inner.commit();
-            inner.notified_rv = rv;
+        if rv == inner.notified_rv {
+            return false;
+        }
+        if self.persistent {
+            let counters = inner.store.counters();
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            match inner.store.log_since(inner.notified_rv) {
+                Ok(events) => pending.events.extend(events.iter().map(|e| (e.clone(), counters))),
+                // Cannot happen (the log is compacted only after its changes were queued);
+                // the next fold writes the whole store anyway.
+                Err(e) => {
+                    tracing::error!(floor = e.floor, "changes left the watch log before the state file")
+                }
+            }
+        }
+        inner.notified_rv = rv;
+        self.latest.fetch_max(rv, Ordering::SeqCst);
+        if !self.persistent {
+            self.durable.fetch_max(rv, Ordering::SeqCst);
             self.changes.send_replace(rv);
+        }
+        true
+    }
+
+    /// Returns once the state file holds every change up to `rv` (at once without a state
+    /// file). Never call it under the store's lock from a request handler: the writer that
+    /// finds changes queued writes them all (group commit).
+    pub fn sync(&self, rv: u64) {
+        if self.durable.load(Ordering::SeqCst) >= rv {
+            return;
+        }
+        let mut journal = self.journal.lock().unwrap_or_else(|p| p.into_inner());
+        if self.durable.load(Ordering::SeqCst) >= rv {
+            return;
+        }
+        self.flush(&mut journal);
+    }
+
+    /// The stored JSON of the object of the change at `rv`, if it was written lately.
+    pub fn rendered(&self, rv: u64) -> Option<Arc<str>> {
+        let rendered = self.rendered.lock().unwrap_or_else(|p| p.into_inner());
+        let i = rendered.partition_point(|(at, _)| *at < rv);
+        rendered.get(i).filter(|(at, _)| *at == rv).map(|(_, text)| text.clone())
+    }
+
+    /// [`Shared::sync`] up to the latest announced change (what a read may have seen).
+    pub fn sync_latest(&self) {
+        self.sync(self.latest.load(Ordering::SeqCst));
+    }
+
+    /// Writes every queued change to the state file and tells watchers. Under the
+    /// journal's lock.
+    fn flush(&self, journal: &mut Option<Journal>) {
+        let events = std::mem::take(&mut self.pending.lock().unwrap_or_else(|p| p.into_inner()).events);
+        let Some(last) = events.last().map(|(e, _)| e.resource_version) else { return };
+        let texts: Vec<Arc<str>> =
+            events.iter().map(|(e, _)| Arc::from(e.object.to_json().to_string())).collect();
+        if let Some(j) = journal.as_mut() {
+            if let Err(e) = j.append_rendered(&events, &texts) {
+                tracing::error!(error = %e, "cannot write the state file; changes are not persisted");
+            }
+        }
+        {
+            let mut rendered = self.rendered.lock().unwrap_or_else(|p| p.into_inner());
+            rendered.extend(events.iter().map(|(e, _)| e.resource_version).zip(texts));
+            while rendered.len() > RENDERED {
+                rendered.pop_front();
+            }
+        }
+        self.durable.fetch_max(last, Ordering::SeqCst);
+        self.changes.send_modify(|v| *v = (*v).max(last));
+    }
+
+    /// Folds the journal into a new snapshot of `store` once it has more than `limit`
+    /// lines. Under the store's lock (the snapshot is the store as it is).
+    pub fn fold_journal(&self, store: &EmbeddedCluster, limit: usize) {
+        let mut journal = self.journal.lock().unwrap_or_else(|p| p.into_inner());
+        if journal.as_ref().is_none_or(|j| j.lines() <= limit) {
+            return;
+        }
+        // What is queued goes to the old file first: the file is whole if the fold fails.
+        self.flush(&mut journal);
+        if let Some(j) = journal.as_mut() {
+            if let Err(e) = j.rewrite(store) {
+                tracing::error!(error = %e, "cannot rewrite the state file");
+            }
         }
     }
 
@@ -181,6 +307,74 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::persist::tests::pod;
+
+    #[test]
+    fn a_write_is_answered_and_watched_only_once_the_state_file_holds_it() {
+        let dir = std::env::temp_dir().join(format!("placer-group-commit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("state.jsonl");
+        let store = EmbeddedCluster::new();
+        let journal = Journal::create(&path, &store).unwrap();
+        let shared = Arc::new(Shared::new(Inner::new(
+            store,
+            EventRecorder::new("t"),
+            Clock::new(0, 1.0),
+            Some(journal),
+        )));
+        // Writers race (their changes are written together); each checks, once answered,
+        // that the file holds its change and that watchers may be told of it.
+        let writers: Vec<_> = (0..6)
+            .map(|t| {
+                let (shared, path) = (shared.clone(), path.clone());
+                std::thread::spawn(move || {
+                    let changes = shared.subscribe();
+                    for i in 0..40 {
+                        let name = format!("p{t}-{i}");
+                        let rv = shared.write(|inner| {
+                            inner.store.create(pod(&name)).unwrap();
+                            inner.store.resource_version()
+                        });
+                        let text = std::fs::read_to_string(&path).unwrap();
+                        assert!(
+                            text.contains(&format!("\"name\":\"{name}\"")),
+                            "{name} answered before it was written"
+                        );
+                        assert!(*changes.borrow() >= rv, "watchers not told of {name}");
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        // A restart finds every write, and nothing is left queued.
+        let restored = Journal::load(&path).unwrap();
+        let guard = shared.lock();
+        assert_eq!(restored.objects().count(), 240);
+        // Every object at its version (timestamps are whole seconds in the file, so the
+        // objects are compared by name and resourceVersion).
+        let versions = |store: &EmbeddedCluster| -> Vec<(Option<String>, Option<String>)> {
+            store
+                .objects()
+                .map(|o| (o.metadata().name.clone(), o.metadata().resource_version.clone()))
+                .collect()
+        };
+        assert_eq!(versions(&restored), versions(&guard.store));
+        // (The clock moves on without writes, so only the write counters must match.)
+        assert_eq!(restored.resource_version(), guard.store.resource_version());
+        assert_eq!(restored.counters().uid_counter, guard.store.counters().uid_counter);
+        drop(guard);
+        // Folding keeps it whole.
+        {
+            let guard = shared.lock();
+            shared.fold_journal(&guard.store, 0);
+        }
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
+        assert_eq!(Journal::load(&path).unwrap().objects().count(), 240);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn the_clock_runs_at_its_speed() {

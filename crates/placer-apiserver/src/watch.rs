@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use placer_api::k8s::jiff::Timestamp;
-use placer_cluster::{ClusterStore, Object, ObjectRef, WatchEventKind};
+use placer_cluster::{ClusterStore, Object, ObjectRef, WatchEvent, WatchEventKind};
 use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -221,23 +221,31 @@ impl Watcher {
         out
     }
 
-    /// Every change after `pos`.
+    /// Every change after `pos` that watchers may see (see [`Shared::sync`]). The lock is
+    /// held only to take the events; they are rendered after it is released.
     fn collect(&mut self) -> String {
-        let mut out = String::new();
-        let guard = self.shared.lock();
-        self.rx.borrow_and_update();
-        let store = &guard.store;
-        let events = match store.log_since(self.pos) {
-            Ok(events) => events,
-            Err(e) => {
-                self.phase = Phase::Done;
-                return self.expired(e.floor);
+        let upto = *self.rx.borrow_and_update();
+        let (events, now) = {
+            let guard = self.shared.lock();
+            let store = &guard.store;
+            match store.log_since(self.pos) {
+                Ok(events) => {
+                    let events: Vec<WatchEvent> = events
+                        .iter()
+                        .take_while(|e| e.resource_version <= upto)
+                        .filter(|e| self.spec.in_scope(&e.object))
+                        .cloned()
+                        .collect();
+                    (events, store.now().0)
+                }
+                Err(e) => {
+                    self.phase = Phase::Done;
+                    return self.expired(e.floor);
+                }
             }
         };
+        let mut out = String::new();
         for e in events {
-            if !self.spec.in_scope(&e.object) {
-                continue;
-            }
             let r = e.object.object_ref();
             let event_type = match e.kind {
                 WatchEventKind::Deleted => {
@@ -253,11 +261,18 @@ impl Watcher {
                 _ if self.known.remove(&r) => Some("DELETED"),
                 _ => None,
             };
-            if let Some(t) = event_type {
-                out.push_str(&line(t, self.spec.render(&e.object, store.now().0, e.resource_version)));
+            let Some(t) = event_type else { continue };
+            let stored_form = self.spec.resource.conversion == Conversion::None && self.spec.table.is_none();
+            let stored = if stored_form { self.shared.rendered(e.resource_version) } else { None };
+            match stored {
+                // The text the state file got: the object as this resource serves it.
+                Some(text) => {
+                    out.push_str(&format!("{{\"type\":\"{t}\",\"object\":{text}}}\n"));
+                }
+                None => out.push_str(&line(t, self.spec.render(&e.object, now, e.resource_version))),
             }
         }
-        self.pos = self.pos.max(store.resource_version());
+        self.pos = self.pos.max(upto);
         out
     }
 
@@ -267,7 +282,12 @@ impl Watcher {
                 Phase::Done => return None,
                 Phase::Start => {
                     self.phase = Phase::Running;
-                    let out = tokio::task::block_in_place(|| self.start());
+                    // The existing objects are sent once the state file holds them.
+                    let out = tokio::task::block_in_place(|| {
+                        let out = self.start();
+                        self.shared.sync(self.pos);
+                        out
+                    });
                     if !out.is_empty() {
                         self.last_sent = Instant::now();
                         return Some((Ok(Bytes::from(out)), self));

@@ -346,7 +346,7 @@ impl CronJobController {
                     self.cronjobs.remove(&r);
                     self.timers.set(&r, None);
                 } else {
-                    self.cronjobs.insert(r, cj);
+                    self.cronjobs.insert(r, *cj);
                 }
             }
             Object::Job(job) => {
@@ -360,7 +360,7 @@ impl CronJobController {
                         jobs.remove(&r.name);
                     }
                 } else {
-                    self.upsert_job(job);
+                    self.upsert_job(*job);
                 }
             }
             _ => {}
@@ -505,12 +505,12 @@ impl CronJobController {
                 if run {
                     let job = build_job(&cj, at)?;
                     let name = job.metadata.name.clone().unwrap_or_default();
-                    match store.create(Object::Job(job)) {
+                    match store.create(Object::Job(Box::new(job))) {
                         Ok(obj) => {
                             wrote = true;
                             record(store, &cj, "Normal", "SuccessfulCreate", format!("Created job {name}"));
                             if let Object::Job(j) = obj {
-                                created = Some(j);
+                                created = Some(*j);
                             }
                         }
                         Err(StoreError::AlreadyExists(_)) => {}
@@ -572,9 +572,9 @@ impl CronJobController {
             let mut updated = cj.clone();
             updated.status = Some(new_status);
             updated.metadata.resource_version = None;
-            match store.update_status(Object::CronJob(updated)) {
+            match store.update_status(Object::CronJob(Box::new(updated))) {
                 Ok(Object::CronJob(c)) => {
-                    self.cronjobs.insert(r.clone(), c);
+                    self.cronjobs.insert(r.clone(), *c);
                     wrote = true;
                 }
                 Ok(_) | Err(StoreError::NotFound(_)) => {}
@@ -672,7 +672,7 @@ fn delete_job(
 }
 
 fn record(store: &mut dyn ClusterStore, cj: &CronJob, type_: &str, reason: &str, note: String) {
-    let r = Object::CronJob(cj.clone()).object_ref();
+    let r = Object::CronJob(Box::new(cj.clone())).object_ref();
     let time_ms = store.now_ms();
     store.record_event(EventRecord {
         regarding: r,
@@ -869,7 +869,7 @@ mod tests {
 
         fn cronjob(&self) -> CronJob {
             match self.store.get(&ObjectRef::new(Kind::CronJob, "default", "nightly")) {
-                Some(Object::CronJob(c)) => c,
+                Some(Object::CronJob(c)) => *c,
                 other => panic!("{other:?}"),
             }
         }
@@ -923,7 +923,7 @@ mod tests {
     #[test]
     fn a_cronjob_creates_named_owned_jobs_on_schedule() {
         let mut w = World::new();
-        let cj = w.store.create(Object::CronJob(cronjob("*/1 * * * *", "30s"))).unwrap();
+        let cj = w.store.create(Object::CronJob(Box::new(cronjob("*/1 * * * *", "30s")))).unwrap();
         w.settle();
         assert!(w.job_names().is_empty(), "nothing before the first minute");
         assert_eq!(w.cron.next_wakeup_ms(), Some(60_000));
@@ -955,7 +955,7 @@ mod tests {
     #[test]
     fn only_the_last_successful_jobs_are_kept() {
         let mut w = World::new();
-        w.store.create(Object::CronJob(cronjob("@every 1m", "30s"))).unwrap();
+        w.store.create(Object::CronJob(Box::new(cronjob("@every 1m", "30s")))).unwrap();
         w.advance_to(6 * 60_000 + 45_000);
         // Jobs at minutes 1..=6 all completed; the default history keeps 3.
         let expected: Vec<String> = (4..=6).map(|m| format!("nightly-{}", minutes(m * 60_000))).collect();
@@ -973,7 +973,7 @@ mod tests {
         let mut w = World::new();
         let mut cj = cronjob("@every 1m", "90s");
         cj.spec.concurrency_policy = Some("Forbid".into());
-        w.store.create(Object::CronJob(cj)).unwrap();
+        w.store.create(Object::CronJob(Box::new(cj))).unwrap();
         w.advance_to(2 * 60_000 + 1);
         assert_eq!(w.job_names(), [format!("nightly-{}", minutes(60_000))], "the 2nd run is skipped");
         w.advance_to(3 * 60_000);
@@ -985,7 +985,7 @@ mod tests {
         let mut w = World::new();
         let mut cj = cronjob("@every 1m", "1s");
         cj.spec.suspend = Some(true);
-        w.store.create(Object::CronJob(cj)).unwrap();
+        w.store.create(Object::CronJob(Box::new(cj))).unwrap();
         w.advance_to(5 * 60_000);
         assert!(w.job_names().is_empty());
     }
@@ -993,7 +993,7 @@ mod tests {
     #[test]
     fn an_unparseable_schedule_is_reported_once() {
         let mut w = World::new();
-        w.store.create(Object::CronJob(cronjob("every day", "1s"))).unwrap();
+        w.store.create(Object::CronJob(Box::new(cronjob("every day", "1s")))).unwrap();
         w.advance_to(5 * 60_000);
         let events: Vec<_> =
             w.store.events().into_iter().filter(|e| e.reason == "UnparseableSchedule").collect();

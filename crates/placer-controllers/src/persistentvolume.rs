@@ -209,7 +209,7 @@ impl World {
         let mut classes = Vec::new();
         for o in store.list(Kind::PersistentVolume) {
             if let Object::PersistentVolume(pv) = o {
-                pvs.push(pv);
+                pvs.push(*pv);
             }
         }
         for o in store.list(Kind::StorageClass) {
@@ -246,8 +246,8 @@ impl PersistentVolumeController {
             if !prebound {
                 set_ann(&mut pv.metadata, ANN_BOUND_BY_CONTROLLER, "yes");
             }
-            pv = match store.update(Object::PersistentVolume(pv)).map_err(err)? {
-                Object::PersistentVolume(p) => p,
+            pv = match store.update(Object::PersistentVolume(Box::new(pv))).map_err(err)? {
+                Object::PersistentVolume(p) => *p,
                 _ => return Ok(true),
             };
             wrote = true;
@@ -257,8 +257,8 @@ impl PersistentVolumeController {
                 phase: Some("Bound".to_string()),
                 ..pv.status.clone().unwrap_or_default()
             });
-            pv = match store.update_status(Object::PersistentVolume(pv)).map_err(err)? {
-                Object::PersistentVolume(p) => p,
+            pv = match store.update_status(Object::PersistentVolume(Box::new(pv))).map_err(err)? {
+                Object::PersistentVolume(p) => *p,
                 _ => return Ok(true),
             };
             wrote = true;
@@ -332,9 +332,9 @@ impl PersistentVolumeController {
         };
         let r = ObjectRef::new(Kind::PersistentVolume, "", name.clone());
         if let Some(Object::PersistentVolume(existing)) = store.get(&r) {
-            return Ok(Some(existing));
+            return Ok(Some(*existing));
         }
-        match store.create(Object::PersistentVolume(pv)) {
+        match store.create(Object::PersistentVolume(Box::new(pv))) {
             Ok(Object::PersistentVolume(pv)) => {
                 let note = format!("Successfully provisioned volume {name} using {}", class.provisioner);
                 let cr = ObjectRef::new(
@@ -343,7 +343,7 @@ impl PersistentVolumeController {
                     claim.metadata.name.clone().unwrap_or_default(),
                 );
                 record(store, cr, "Normal", "ProvisioningSucceeded", note);
-                Ok(Some(pv))
+                Ok(Some(*pv))
             }
             Ok(_) => Ok(None),
             Err(e) => {
@@ -553,7 +553,7 @@ impl PersistentVolumeController {
             return Ok(false);
         }
         pv.status.get_or_insert_with(Default::default).phase = Some(target.to_string());
-        store.update_status(Object::PersistentVolume(pv)).map_err(err)?;
+        store.update_status(Object::PersistentVolume(Box::new(pv))).map_err(err)?;
         Ok(true)
     }
 }
@@ -597,7 +597,7 @@ impl Controller for PersistentVolumeController {
         }
         for o in store.list(Kind::PersistentVolume) {
             if let Object::PersistentVolume(pv) = o {
-                wrote |= self.sync_volume(store, pv)?;
+                wrote |= self.sync_volume(store, *pv)?;
             }
         }
         Ok(wrote)

@@ -744,7 +744,7 @@ pub fn cluster_event(event: WatchEvent) -> Option<ClusterEvent> {
         }
         Object::PersistentVolumeClaim(c) => ClusterEvent::Storage(StorageEvent::ClaimUpserted(Arc::new(c))),
         Object::PersistentVolume(_) if deleted => ClusterEvent::Storage(StorageEvent::VolumeDeleted(r.name)),
-        Object::PersistentVolume(v) => ClusterEvent::Storage(StorageEvent::VolumeUpserted(Arc::new(v))),
+        Object::PersistentVolume(v) => ClusterEvent::Storage(StorageEvent::VolumeUpserted(Arc::new(*v))),
         Object::StorageClass(_) if deleted => ClusterEvent::Storage(StorageEvent::ClassDeleted(r.name)),
         Object::StorageClass(c) => ClusterEvent::Storage(StorageEvent::ClassUpserted(Arc::new(c))),
         Object::CSINode(_) if deleted => ClusterEvent::Storage(StorageEvent::CsiNodeDeleted(r.name)),

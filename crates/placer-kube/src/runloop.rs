@@ -445,7 +445,7 @@ mod tests {
         j.metadata.name = Some(name.into());
         j.metadata.namespace = Some("ns".into());
         j.spec = Some(JobSpec { managed_by: managed_by.map(str::to_string), ..JobSpec::default() });
-        Object::Job(j)
+        Object::Job(Box::new(j))
     }
 
     fn probe_loop(

@@ -333,7 +333,7 @@ async fn update_replaces_the_object_and_a_stale_version_is_a_conflict() {
         "spec": {"template": {"spec": {"containers": []}}}
     }))
     .unwrap();
-    let task = call(store, move |s| s.update(Object::Job(job)));
+    let task = call(store, move |s| s.update(Object::Job(Box::new(job))));
     let (method, uri, body, send) = next(&mut api).await;
     assert_eq!(method, Method::PUT);
     assert_eq!(uri, "/apis/batch/v1/namespaces/ns/jobs/j?&fieldManager=placer");

@@ -199,7 +199,7 @@ pub fn job(a: &Arrival, cluster: &Cluster) -> Job {
 /// Everything to create for an arrival's first attempt, in creation order.
 pub fn objects(a: &Arrival, cluster: &Cluster) -> Vec<Object> {
     match a.kind {
-        ArrivalKind::Job => vec![Object::Job(job(a, cluster))],
+        ArrivalKind::Job => vec![Object::Job(Box::new(job(a, cluster)))],
         ArrivalKind::PodGroup => {
             let mut v = vec![Object::PodGroup(pod_group(a, cluster))];
             v.extend(pods(a, 0).into_iter().map(|p| Object::Pod(p.into())));

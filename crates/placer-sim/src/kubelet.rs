@@ -230,7 +230,7 @@ mod tests {
             j.metadata.name = Some(job.into());
             j.metadata.namespace = Some("default".into());
             j.spec = Some(JobSpec { managed_by: managed_by.map(str::to_string), ..Default::default() });
-            let uid = store.create(Object::Job(j)).unwrap().metadata().uid.clone().unwrap();
+            let uid = store.create(Object::Job(Box::new(j))).unwrap().metadata().uid.clone().unwrap();
             let mut p = pod(&format!("{job}-0"), Some("n1"), None);
             p.metadata_mut().owner_references = Some(vec![OwnerReference {
                 api_version: "batch/v1".into(),

@@ -712,8 +712,8 @@ impl<'de> Deserialize<'de> for Typed {
             Some(Kind::Pod) => Object::Pod(Pod::deserialize(d)?.into()),
             Some(Kind::PodGroup) => Object::PodGroup(PodGroup::deserialize(d)?),
             Some(Kind::Workload) => Object::Workload(Workload::deserialize(d)?),
-            Some(Kind::Job) => Object::Job(Job::deserialize(d)?),
-            Some(Kind::CronJob) => Object::CronJob(CronJob::deserialize(d)?),
+            Some(Kind::Job) => Object::Job(Box::new(Job::deserialize(d)?)),
+            Some(Kind::CronJob) => Object::CronJob(Box::new(CronJob::deserialize(d)?)),
             Some(Kind::PriorityClass) => Object::PriorityClass(PriorityClass::deserialize(d)?),
             Some(Kind::PodDisruptionBudget) => {
                 Object::PodDisruptionBudget(PodDisruptionBudget::deserialize(d)?)
@@ -731,7 +731,7 @@ impl<'de> Deserialize<'de> for Typed {
                 Object::PersistentVolumeClaim(storage::PersistentVolumeClaim::deserialize(d)?)
             }
             Some(Kind::PersistentVolume) => {
-                Object::PersistentVolume(storage::PersistentVolume::deserialize(d)?)
+                Object::PersistentVolume(Box::new(storage::PersistentVolume::deserialize(d)?))
             }
             Some(Kind::StorageClass) => Object::StorageClass(storage::StorageClass::deserialize(d)?),
             Some(Kind::CSINode) => Object::CSINode(storage::CSINode::deserialize(d)?),

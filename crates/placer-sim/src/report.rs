@@ -288,7 +288,19 @@ pub fn group_rows(objects: &[Object], levels: &[String]) -> Vec<GroupRow> {
 
 /// All objects of a store, in kind, namespace, name order.
 pub fn all_objects(store: &dyn placer_cluster::ClusterStore) -> Vec<Object> {
-    Kind::ALL.iter().flat_map(|k| store.list(*k)).collect()
+    // Counted first and copied straight into one vector of that size: `Object` is a few
+    // KiB inline, so a `list` per kind collected into a growing vector held the objects
+    // about three times over (about 400 MB for 50,000 nodes). The same objects in the
+    // same order as `list` gives.
+    let mut count = 0usize;
+    for k in Kind::ALL {
+        store.visit(k, &mut |_| count += 1);
+    }
+    let mut out = Vec::with_capacity(count);
+    for k in Kind::ALL {
+        store.visit(k, &mut |o| out.push(o.clone()));
+    }
+    out
 }
 
 #[cfg(test)]

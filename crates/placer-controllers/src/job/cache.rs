@@ -65,7 +65,7 @@ impl Cache {
         let r = obj.object_ref();
         match obj {
             Object::Job(j) => {
-                self.jobs.insert(r, j);
+                self.jobs.insert(r, *j);
             }
             Object::Pod(p) => self.upsert_pod(r, p),
             Object::Workload(w) => {

@@ -1012,7 +1012,7 @@ impl JobController {
             job.status = Some(new);
             job.metadata.resource_version = None;
             let name = job.metadata.name.clone().unwrap_or_default();
-            match store.update_status(Object::Job(job)) {
+            match store.update_status(Object::Job(Box::new(job))) {
                 Ok(updated) => {
                     sync.wrote = true;
                     self.cache.upsert(updated);

@@ -98,7 +98,7 @@ impl Sim {
 
     fn job(&self, name: &str) -> Job {
         match self.store.get(&ObjectRef::new(Kind::Job, "default", name)) {
-            Some(Object::Job(j)) => j,
+            Some(Object::Job(j)) => *j,
             other => panic!("no Job {name}: {other:?}"),
         }
     }
@@ -253,7 +253,7 @@ fn standalone_pod_group(name: &str, gang: bool, owner_ref: Option<OwnerReference
 #[test]
 fn an_eligible_indexed_job_gets_a_workload_then_a_pod_group_then_pods() {
     let mut sim = Sim::new(FeatureGates::default());
-    let job_obj = sim.submit(Object::Job(gang_job("train", 4)));
+    let job_obj = sim.submit(Object::Job(Box::new(gang_job("train", 4))));
     let uid = job_uid(&job_obj);
     sim.settle();
 
@@ -318,7 +318,7 @@ fn jobs_that_are_not_gang_shaped_run_pod_by_pod() {
         ("completions-differ", job("completions-differ", Some(2), Some(4), Some("Indexed"))),
     ] {
         let mut sim = Sim::new(FeatureGates::default());
-        sim.submit(Object::Job(j));
+        sim.submit(Object::Job(Box::new(j)));
         sim.settle();
         assert!(sim.workloads().is_empty() && sim.pod_groups().is_empty(), "{name}");
         assert!(!sim.pods().is_empty(), "{name}: pods are created");
@@ -329,7 +329,7 @@ fn jobs_that_are_not_gang_shaped_run_pod_by_pod() {
 #[test]
 fn with_the_gate_off_a_gang_shaped_job_runs_pod_by_pod() {
     let mut sim = Sim::new(gates(&[("WorkloadWithJob", false)]));
-    sim.submit(Object::Job(gang_job("train", 4)));
+    sim.submit(Object::Job(Box::new(gang_job("train", 4))));
     sim.settle();
     assert!(sim.workloads().is_empty() && sim.pod_groups().is_empty());
     assert_eq!(sim.pods().len(), 4);
@@ -338,7 +338,7 @@ fn with_the_gate_off_a_gang_shaped_job_runs_pod_by_pod() {
 #[test]
 fn a_preset_scheduling_group_opts_out_and_pods_keep_it() {
     let mut sim = Sim::new(FeatureGates::default());
-    sim.submit(Object::Job(with_scheduling_group(gang_job("train", 4), "existing-pg")));
+    sim.submit(Object::Job(Box::new(with_scheduling_group(gang_job("train", 4), "existing-pg"))));
     sim.settle();
     assert!(sim.workloads().is_empty() && sim.pod_groups().is_empty());
     assert!(sim.pods().iter().all(|p| scheduling_group(p).as_deref() == Some("existing-pg")));
@@ -348,7 +348,7 @@ fn a_preset_scheduling_group_opts_out_and_pods_keep_it() {
 fn a_user_workload_not_owned_by_the_job_makes_it_fall_back_with_a_warning() {
     let mut sim = Sim::new(FeatureGates::default());
     sim.submit(Object::Workload(user_workload("user-created-workload", "train", 1, None)));
-    sim.submit(Object::Job(gang_job("train", 4)));
+    sim.submit(Object::Job(Box::new(gang_job("train", 4))));
     sim.settle();
     assert_eq!(sim.workloads().len(), 1, "no second Workload");
     assert!(sim.pod_groups().is_empty());
@@ -362,7 +362,7 @@ fn a_user_workload_not_owned_by_the_job_makes_it_fall_back_with_a_warning() {
 #[test]
 fn a_workload_controlled_by_the_job_is_found_by_reference_whatever_its_name() {
     let mut sim = Sim::new(FeatureGates::default());
-    let job_obj = sim.submit(Object::Job(gang_job("train", 4)));
+    let job_obj = sim.submit(Object::Job(Box::new(gang_job("train", 4))));
     let uid = job_uid(&job_obj);
     sim.submit(Object::Workload(user_workload(
         "any-name",
@@ -381,7 +381,7 @@ fn a_workload_controlled_by_the_job_is_found_by_reference_whatever_its_name() {
 fn a_workload_with_two_templates_or_two_workloads_make_the_job_fall_back() {
     for (case, extra) in [("two templates", false), ("two workloads", true)] {
         let mut sim = Sim::new(FeatureGates::default());
-        let job_obj = sim.submit(Object::Job(gang_job("train", 4)));
+        let job_obj = sim.submit(Object::Job(Box::new(gang_job("train", 4))));
         let uid = job_uid(&job_obj);
         let templates = if extra { 1 } else { 2 };
         sim.submit(Object::Workload(user_workload(
@@ -408,7 +408,7 @@ fn a_workload_with_two_templates_or_two_workloads_make_the_job_fall_back() {
 #[test]
 fn a_pod_group_of_the_workload_not_owned_by_the_job_makes_it_fall_back() {
     let mut sim = Sim::new(FeatureGates::default());
-    let job_obj = sim.submit(Object::Job(gang_job("train", 4)));
+    let job_obj = sim.submit(Object::Job(Box::new(gang_job("train", 4))));
     let uid = job_uid(&job_obj);
     sim.submit(Object::Workload(user_workload("wl", "train", 1, Some(owner("Job", "train", &uid, true)))));
     let mut pg = standalone_pod_group("foreign", true, None);
@@ -429,7 +429,7 @@ fn a_pod_group_of_the_workload_not_owned_by_the_job_makes_it_fall_back() {
 #[test]
 fn a_job_that_already_started_gets_no_new_objects() {
     let mut sim = Sim::new(FeatureGates::default());
-    let job_obj = sim.submit(Object::Job(gang_job("train", 4)));
+    let job_obj = sim.submit(Object::Job(Box::new(gang_job("train", 4))));
     let Object::Job(mut j) = job_obj else { unreachable!() };
     j.status = Some(JobStatus { succeeded: Some(1), ..JobStatus::default() });
     sim.store.update_status(Object::Job(j)).unwrap();
@@ -444,7 +444,7 @@ fn a_job_created_suspended_never_gets_a_workload_v136() {
     let mut sim = Sim::new(FeatureGates::default());
     let mut j = gang_job("train", 4);
     j.spec.as_mut().unwrap().suspend = Some(true);
-    sim.submit(Object::Job(j));
+    sim.submit(Object::Job(Box::new(j)));
     sim.settle();
     assert!(sim.pods().is_empty());
     let cond = sim.status("train").conditions.unwrap();
@@ -459,7 +459,7 @@ fn a_job_created_suspended_never_gets_a_workload_v136() {
 #[test]
 fn suspending_keeps_workload_and_pod_group_and_resuming_reuses_them() {
     let mut sim = Sim::new(FeatureGates::default()).binding();
-    sim.submit(Object::Job(gang_job("train", 4)));
+    sim.submit(Object::Job(Box::new(gang_job("train", 4))));
     sim.settle();
     let pg_name = sim.pod_groups()[0].metadata.name.clone();
     assert_eq!(sim.status("train").ready, Some(4));
@@ -499,7 +499,7 @@ fn kueue_topology_annotations_reach_the_pod_group() {
     let j = with_template_annotation(j, annotations::PODSET_SLICE_SIZE, "4");
     let j =
         with_template_annotation(j, annotations::PODSET_SLICE_REQUIRED_TOPOLOGY, "kubernetes.io/hostname");
-    sim.submit(Object::Job(j));
+    sim.submit(Object::Job(Box::new(j)));
     sim.settle();
     let pg = &sim.pod_groups()[0];
     let key =
@@ -514,7 +514,7 @@ fn kueue_topology_annotations_reach_the_pod_group() {
 #[test]
 fn deleting_the_job_collects_workload_pod_group_and_pods() {
     let mut sim = Sim::new(FeatureGates::default());
-    sim.submit(Object::Job(gang_job("train", 4)));
+    sim.submit(Object::Job(Box::new(gang_job("train", 4))));
     sim.settle();
     sim.store.delete(&ObjectRef::new(Kind::Job, "default", "train")).unwrap();
     sim.settle();
@@ -527,7 +527,7 @@ fn deleting_the_job_collects_workload_pod_group_and_pods() {
 #[test]
 fn parallelism_of_a_gang_job_cannot_change() {
     let mut sim = Sim::new(FeatureGates::default());
-    sim.submit(Object::Job(gang_job("train", 4)));
+    sim.submit(Object::Job(Box::new(gang_job("train", 4))));
     sim.settle();
     let pg = sim.pod_groups()[0].metadata.name.clone().unwrap();
     let err = sim.patch_job("train", json!({"spec": {"parallelism": 2}})).unwrap_err();
@@ -551,7 +551,7 @@ fn parallelism_can_change_when_no_gang_pod_group_is_involved() {
     ];
     for (case, g, j) in cases {
         let mut sim = Sim::new(g);
-        sim.submit(Object::Job(j));
+        sim.submit(Object::Job(Box::new(j)));
         sim.settle();
         sim.patch_job("j", json!({"spec": {"parallelism": 2}})).unwrap_or_else(|e| panic!("{case}: {e}"));
         assert_eq!(sim.job("j").spec.unwrap().parallelism, Some(2), "{case}");
@@ -562,7 +562,7 @@ fn parallelism_can_change_when_no_gang_pod_group_is_involved() {
 fn a_template_naming_a_gang_pod_group_freezes_parallelism() {
     let mut sim = Sim::new(FeatureGates::default());
     sim.submit(Object::PodGroup(standalone_pod_group("gang-pg", true, None)));
-    sim.submit(Object::Job(with_scheduling_group(gang_job("train", 4), "gang-pg")));
+    sim.submit(Object::Job(Box::new(with_scheduling_group(gang_job("train", 4), "gang-pg"))));
     let err = sim.patch_job("train", json!({"spec": {"parallelism": 2}})).unwrap_err();
     assert!(
         err.to_string()
@@ -575,15 +575,15 @@ fn a_template_naming_a_gang_pod_group_freezes_parallelism() {
 fn a_basic_missing_or_foreign_pod_group_does_not_freeze_parallelism() {
     let mut sim = Sim::new(FeatureGates::default());
     sim.submit(Object::PodGroup(standalone_pod_group("basic-pg", false, None)));
-    sim.submit(Object::Job(with_scheduling_group(gang_job("basic", 4), "basic-pg")));
-    sim.submit(Object::Job(with_scheduling_group(gang_job("missing", 4), "missing-pg")));
-    let other = sim.submit(Object::Job(job("other", Some(1), Some(1), None)));
+    sim.submit(Object::Job(Box::new(with_scheduling_group(gang_job("basic", 4), "basic-pg"))));
+    sim.submit(Object::Job(Box::new(with_scheduling_group(gang_job("missing", 4), "missing-pg"))));
+    let other = sim.submit(Object::Job(Box::new(job("other", Some(1), Some(1), None))));
     sim.submit(Object::PodGroup(standalone_pod_group(
         "others",
         true,
         Some(owner("Job", "other", &job_uid(&other), true)),
     )));
-    sim.submit(Object::Job(job("plain", Some(4), Some(4), None)));
+    sim.submit(Object::Job(Box::new(job("plain", Some(4), Some(4), None))));
     for name in ["basic", "missing", "plain"] {
         sim.patch_job(name, json!({"spec": {"parallelism": 2}})).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
@@ -595,7 +595,7 @@ fn without_admission_a_parallelism_change_is_not_applied_to_the_gang() {
     let g = FeatureGates::default();
     let mut store = EmbeddedCluster::new();
     let mut ctrl = JobController::new(g);
-    store.create(Object::Job(gang_job("train", 4))).unwrap();
+    store.create(Object::Job(Box::new(gang_job("train", 4)))).unwrap();
     while ctrl.reconcile(&mut store).unwrap() {}
     store
         .merge_patch(&ObjectRef::new(Kind::Job, "default", "train"), &json!({"spec": {"parallelism": 2}}))
@@ -619,7 +619,7 @@ fn a_job_with_invalid_topology_annotations_is_rejected_at_creation() {
     store.add_admission(Box::new(TopologyAnnotationValidation::with_levels(g.clone(), levels)));
     let bad = with_template_annotation(gang_job("train", 4), annotations::PODSET_SLICE_SIZE, "0");
     let bad = with_template_annotation(bad, annotations::PODSET_SLICE_REQUIRED_TOPOLOGY, "rack");
-    let err = store.create(Object::Job(bad)).unwrap_err();
+    let err = store.create(Object::Job(Box::new(bad))).unwrap_err();
     assert!(matches!(err, StoreError::Forbidden { .. }), "{err}");
     assert_eq!(
         err.to_string(),
@@ -631,7 +631,7 @@ fn a_job_with_invalid_topology_annotations_is_rejected_at_creation() {
     // Against the topology: a level the scheduler does not have.
     let unknown =
         with_template_annotation(gang_job("train", 4), annotations::PODSET_REQUIRED_TOPOLOGY, "block");
-    let err = store.create(Object::Job(unknown)).unwrap_err().to_string();
+    let err = store.create(Object::Job(Box::new(unknown))).unwrap_err().to_string();
     assert!(
         err.contains("Job default/train is forbidden")
             && err.contains("kueue.x-k8s.io/podset-required-topology names level \"block\""),
@@ -639,7 +639,7 @@ fn a_job_with_invalid_topology_annotations_is_rejected_at_creation() {
     );
     // A valid request is admitted, and so is an update that keeps it valid.
     let ok = with_template_annotation(gang_job("train", 4), annotations::PODSET_REQUIRED_TOPOLOGY, "rack");
-    store.create(Object::Job(ok)).unwrap();
+    store.create(Object::Job(Box::new(ok))).unwrap();
     let r = ObjectRef::new(Kind::Job, "default", "train");
     store.merge_patch(&r, &json!({"metadata": {"labels": {"team": "ml"}}})).unwrap();
     // An update that breaks it is refused.
@@ -654,7 +654,11 @@ fn a_job_with_invalid_topology_annotations_is_rejected_at_creation() {
 #[test]
 fn pods_with_a_run_time_run_then_succeed_and_the_job_completes() {
     let mut sim = Sim::new(FeatureGates::default()).binding();
-    sim.submit(Object::Job(with_template_annotation(gang_job("train", 4), annotations::SIM_RUN_TIME, "30s")));
+    sim.submit(Object::Job(Box::new(with_template_annotation(
+        gang_job("train", 4),
+        annotations::SIM_RUN_TIME,
+        "30s",
+    ))));
     sim.settle();
     assert!(sim.pods().iter().all(|p| pods::phase(p) == "Running"));
     assert_eq!(sim.jobs.next_wakeup_ms(), Some(30_000));
@@ -684,7 +688,7 @@ fn pods_with_a_run_time_run_then_succeed_and_the_job_completes() {
 #[test]
 fn pods_without_a_run_time_run_forever() {
     let mut sim = Sim::new(FeatureGates::default()).binding();
-    sim.submit(Object::Job(job("svc", Some(2), Some(2), None)));
+    sim.submit(Object::Job(Box::new(job("svc", Some(2), Some(2), None))));
     sim.settle();
     sim.advance(3_600_000);
     assert!(sim.pods().iter().all(|p| pods::phase(p) == "Running"));
@@ -694,11 +698,11 @@ fn pods_without_a_run_time_run_forever() {
 #[test]
 fn unbound_pods_stay_pending() {
     let mut sim = Sim::new(FeatureGates::default());
-    sim.submit(Object::Job(with_template_annotation(
+    sim.submit(Object::Job(Box::new(with_template_annotation(
         job("j", Some(1), Some(1), None),
         annotations::SIM_RUN_TIME,
         "1s",
-    )));
+    ))));
     sim.settle();
     sim.advance(10_000);
     assert_eq!(pods::phase(&sim.pods()[0]), "Pending");
@@ -708,11 +712,11 @@ fn unbound_pods_stay_pending() {
 #[test]
 fn a_non_indexed_job_runs_completions_in_waves_of_parallelism() {
     let mut sim = Sim::new(FeatureGates::default()).binding();
-    sim.submit(Object::Job(with_template_annotation(
+    sim.submit(Object::Job(Box::new(with_template_annotation(
         job("batch", Some(2), Some(3), None),
         annotations::SIM_RUN_TIME,
         "10s",
-    )));
+    ))));
     sim.settle();
     assert_eq!(sim.active_pods().len(), 2);
     sim.advance(10_000);
@@ -728,7 +732,7 @@ fn a_non_indexed_job_runs_completions_in_waves_of_parallelism() {
 #[test]
 fn a_work_queue_job_stops_creating_pods_after_the_first_success() {
     let mut sim = Sim::new(FeatureGates::default()).binding();
-    sim.submit(Object::Job(job("queue", Some(2), None, None)));
+    sim.submit(Object::Job(Box::new(job("queue", Some(2), None, None))));
     sim.settle();
     let pods_now = sim.active_pods();
     assert_eq!(pods_now.len(), 2);
@@ -745,7 +749,7 @@ fn a_work_queue_job_stops_creating_pods_after_the_first_success() {
 #[test]
 fn a_failed_pod_is_counted_and_replaced_after_the_backoff() {
     let mut sim = Sim::new(FeatureGates::default()).binding();
-    sim.submit(Object::Job(gang_job("train", 2)));
+    sim.submit(Object::Job(Box::new(gang_job("train", 2))));
     sim.settle();
     let victim = sim.active_pods()[0].clone();
     let index = victim.metadata.annotations.as_ref().unwrap()[annotations::JOB_COMPLETION_INDEX].clone();
@@ -769,7 +773,7 @@ fn a_failed_pod_is_counted_and_replaced_after_the_backoff() {
 #[test]
 fn a_pod_deleted_while_running_counts_as_failed() {
     let mut sim = Sim::new(FeatureGates::default()).binding();
-    sim.submit(Object::Job(job("j", Some(1), Some(1), None)));
+    sim.submit(Object::Job(Box::new(job("j", Some(1), Some(1), None))));
     sim.settle();
     let pod = sim.active_pods()[0].clone();
     sim.store.delete(&ObjectRef::new(Kind::Pod, "default", pod.metadata.name.unwrap())).unwrap();
@@ -784,7 +788,7 @@ fn exceeding_the_backoff_limit_fails_the_job_and_stops_its_pods() {
     let mut sim = Sim::new(FeatureGates::default()).binding();
     let mut j = job("j", Some(2), Some(2), None);
     j.spec.as_mut().unwrap().backoff_limit = Some(0);
-    sim.submit(Object::Job(j));
+    sim.submit(Object::Job(Box::new(j)));
     sim.settle();
     let victim = sim.active_pods()[0].clone();
     sim.set_pod_phase(&victim, "Failed");
@@ -809,7 +813,7 @@ fn the_active_deadline_fails_the_job() {
     let mut sim = Sim::new(FeatureGates::default()).binding();
     let mut j = job("j", Some(1), Some(1), None);
     j.spec.as_mut().unwrap().active_deadline_seconds = Some(60);
-    sim.submit(Object::Job(j));
+    sim.submit(Object::Job(Box::new(j)));
     sim.settle();
     assert_eq!(sim.jobs.next_wakeup_ms(), Some(60_000));
     sim.advance(60_000);
@@ -821,7 +825,7 @@ fn the_active_deadline_fails_the_job() {
 #[test]
 fn lowering_parallelism_of_a_non_indexed_job_deletes_pending_pods_first() {
     let mut sim = Sim::new(FeatureGates::default());
-    sim.submit(Object::Job(job("j", Some(3), Some(6), None)));
+    sim.submit(Object::Job(Box::new(job("j", Some(3), Some(6), None))));
     sim.settle();
     let first = sim.active_pods()[0].clone();
     sim.store.bind("default", first.metadata.name.as_deref().unwrap(), "", "n1").unwrap();
@@ -838,7 +842,7 @@ fn a_finished_job_is_deleted_after_its_ttl() {
     let mut sim = Sim::new(FeatureGates::default()).binding();
     let mut j = with_template_annotation(job("j", Some(1), Some(1), None), annotations::SIM_RUN_TIME, "5s");
     j.spec.as_mut().unwrap().ttl_seconds_after_finished = Some(30);
-    sim.submit(Object::Job(j));
+    sim.submit(Object::Job(Box::new(j)));
     sim.settle();
     sim.advance(5_000);
     assert!(sim.status("j").conditions.unwrap().iter().any(|c| c.type_ == "Complete"));
@@ -854,7 +858,7 @@ fn jobs_managed_by_another_controller_are_left_alone() {
     let mut sim = Sim::new(FeatureGates::default());
     let mut j = gang_job("train", 4);
     j.spec.as_mut().unwrap().managed_by = Some("kueue.x-k8s.io/multikueue".into());
-    sim.submit(Object::Job(j));
+    sim.submit(Object::Job(Box::new(j)));
     sim.settle();
     assert!(sim.pods().is_empty() && sim.workloads().is_empty());
     assert!(sim.job("train").status.is_none());
@@ -863,11 +867,11 @@ fn jobs_managed_by_another_controller_are_left_alone() {
 #[test]
 fn an_invalid_run_time_is_reported_and_the_pod_runs_on() {
     let mut sim = Sim::new(FeatureGates::default()).binding();
-    sim.submit(Object::Job(with_template_annotation(
+    sim.submit(Object::Job(Box::new(with_template_annotation(
         job("j", Some(1), Some(1), None),
         annotations::SIM_RUN_TIME,
         "soon",
-    )));
+    ))));
     sim.settle();
     assert_eq!(pods::phase(&sim.pods()[0]), "Running");
     assert_eq!(sim.events("InvalidRunTime").len(), 1);
@@ -878,15 +882,19 @@ fn results_do_not_depend_on_how_often_the_controller_runs() {
     // Two runs: one reconciling after every store change, one only at the end.
     let run = |eager: bool| {
         let mut sim = Sim::new(FeatureGates::default()).binding();
-        sim.submit(Object::Job(with_template_annotation(gang_job("a", 3), annotations::SIM_RUN_TIME, "10s")));
+        sim.submit(Object::Job(Box::new(with_template_annotation(
+            gang_job("a", 3),
+            annotations::SIM_RUN_TIME,
+            "10s",
+        ))));
         if eager {
             sim.settle();
         }
-        sim.submit(Object::Job(with_template_annotation(
+        sim.submit(Object::Job(Box::new(with_template_annotation(
             job("b", Some(2), Some(4), None),
             annotations::SIM_RUN_TIME,
             "7s",
-        )));
+        ))));
         sim.settle();
         sim.advance(60_000);
         let mut phases: Vec<String> = sim.pods().iter().map(|p| pods::phase(p).to_string()).collect();

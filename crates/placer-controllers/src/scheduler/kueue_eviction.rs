@@ -75,7 +75,7 @@ pub fn controlling_job(store: &dyn ClusterStore, pod: &Pod, managed_by: &str) ->
     let managed =
         job.spec.as_ref().and_then(|s| s.managed_by.as_deref()).unwrap_or(crate::job::DEFAULT_MANAGED_BY)
             == managed_by;
-    (job.metadata.uid.as_deref() == Some(uid) && !finished && managed).then_some(job)
+    (job.metadata.uid.as_deref() == Some(uid) && !finished && managed).then_some(*job)
 }
 
 /// The message of evicting for the engine's `message` (`Preempted by podgroup ns/name`):

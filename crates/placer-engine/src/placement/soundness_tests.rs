@@ -311,3 +311,36 @@ fn a_rack_constrained_gang_goes_to_the_rack_with_free_devices() {
     assert_eq!(placement.as_deref(), Some("r1"));
     assert_eq!(assignments.len(), 4);
 }
+
+/// Claims may share a device that allows multiple allocations (consumable capacity), so
+/// distinct claims no longer take distinct devices: the device pre-filter must not count
+/// them (four one-device claims fit on one shareable device).
+#[test]
+fn no_device_demand_while_a_device_allows_multiple_allocations() {
+    use placer_api::k8s::api::resource::v1::*;
+    use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    let pods: Vec<Arc<PodInfo>> = (0..4)
+        .map(|i| Arc::new(pod(&format!("m{i}")).cpu("1").resource_claim("gpu", &format!("c{i}")).build()))
+        .collect();
+    let mut dra = dra_state(&[1, 1], &[], &[1, 1, 1, 1]);
+    assert_eq!(
+        dra.device_demand(&pods, 4).map(|d| d.total),
+        Some(4),
+        "exclusive devices: four claims, four devices"
+    );
+    dra.upsert_slice(Arc::new(ResourceSlice {
+        metadata: ObjectMeta { name: Some("n0".into()), ..Default::default() },
+        spec: ResourceSliceSpec {
+            driver: "gpu.example.com".into(),
+            node_name: Some("n0".into()),
+            pool: ResourcePool { name: "n0".into(), generation: 1, resource_slice_count: 1 },
+            devices: Some(vec![Device {
+                name: "g0".into(),
+                allow_multiple_allocations: Some(true),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+    }));
+    assert_eq!(dra.device_demand(&pods, 4), None);
+}

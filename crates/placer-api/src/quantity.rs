@@ -48,18 +48,14 @@ fn parse_scaled(s: &str, scale: i32) -> Result<i64, QuantityError> {
         _ => false,
     };
     // digits [. digits]
-    let mut mantissa: i128 = 0;
-    let mut frac_digits: i32 = 0;
-    let mut seen_digit = false;
+    let number_start = i;
+    let mut digit_count = 0usize;
+    let mut frac_digits: i64 = 0;
     let mut seen_dot = false;
     while i < bytes.len() {
         let c = bytes[i];
         if c.is_ascii_digit() {
-            seen_digit = true;
-            if mantissa > (i128::MAX / 100) {
-                return Err(overflow());
-            }
-            mantissa = mantissa * 10 + i128::from(c - b'0');
+            digit_count += 1;
             if seen_dot {
                 frac_digits += 1;
             }
@@ -70,12 +66,13 @@ fn parse_scaled(s: &str, scale: i32) -> Result<i64, QuantityError> {
         }
         i += 1;
     }
-    if !seen_digit {
+    if digit_count == 0 {
         return Err(syntax());
     }
+    let number = &bytes[number_start..i];
     let suffix = &s[i..];
-    // value = mantissa * 10^(-frac_digits) * 10^dexp * 2^bexp
-    let (dexp, bexp): (i32, u32) = match suffix {
+    // value = digits * 10^(-frac_digits) * 10^dexp * 2^bexp
+    let (dexp, bexp): (i64, u32) = match suffix {
         "" => (0, 0),
         "n" => (-9, 0),
         "u" => (-6, 0),
@@ -94,32 +91,81 @@ fn parse_scaled(s: &str, scale: i32) -> Result<i64, QuantityError> {
         "Ei" => (0, 60),
         _ => {
             let rest = suffix.strip_prefix('e').or_else(|| suffix.strip_prefix('E')).ok_or_else(syntax)?;
-            let e: i32 = rest.parse().map_err(|_| syntax())?;
+            let e: i64 = rest.parse().map_err(|_| syntax())?;
             if !(-30..=30).contains(&e) {
                 return Err(overflow());
             }
             (e, 0)
         }
     };
-    let mut num: i128 = mantissa;
-    num = num.checked_mul(1i128 << bexp).ok_or_else(overflow)?;
-    let exp10 = dexp + scale - frac_digits;
-    let value: i128 = if exp10 >= 0 {
-        let mut v = num;
-        for _ in 0..exp10 {
-            v = v.checked_mul(10).ok_or_else(overflow)?;
+    let exp10 = dexp + i64::from(scale) - frac_digits;
+    let magnitude = if digit_count <= 19 {
+        // Fast path: the mantissa is below 10^19 < 2^64, so mantissa x 2^60 fits an i128 and
+        // 10^38 is the largest divisor needed.
+        let mut mantissa: i128 = 0;
+        for &c in number.iter().filter(|c| c.is_ascii_digit()) {
+            mantissa = mantissa * 10 + i128::from(c - b'0');
         }
-        v
+        let num = mantissa << bexp;
+        if exp10 >= 0 {
+            let mut v = num;
+            for _ in 0..exp10 {
+                v = v.checked_mul(10).ok_or_else(overflow)?;
+            }
+            v
+        } else if exp10 < -38 {
+            i128::from(num > 0)
+        } else {
+            let div = 10i128.pow(u32::try_from(-exp10).unwrap_or(38));
+            num / div + i128::from(num % div != 0)
+        }
     } else {
-        let mut div: i128 = 1;
-        for _ in 0..(-exp10) {
-            div = div.checked_mul(10).ok_or_else(overflow)?;
-        }
-        // Round up magnitude (Kubernetes rounds up when scaling down).
-        (num + div - 1) / div
+        exact_magnitude(number, bexp, exp10).ok_or_else(overflow)?
     };
-    let value = if negative { -value } else { value };
+    let value = if negative { -magnitude } else { magnitude };
     i64::try_from(value).map_err(|_| overflow())
+}
+
+/// `digits x 2^bexp x 10^exp10` rounded up, for mantissas of any length: the number is kept
+/// as a decimal digit string, so nothing overflows or is lost before the final conversion.
+/// `None` when the result does not fit an i128.
+fn exact_magnitude(number: &[u8], bexp: u32, exp10: i64) -> Option<i128> {
+    // Leading zeros carry no value; dropping them bounds the work by the significant digits.
+    let mut digits: Vec<u8> =
+        number.iter().filter(|c| c.is_ascii_digit()).map(|c| c - b'0').skip_while(|&d| d == 0).collect();
+    for _ in 0..bexp {
+        double(&mut digits);
+    }
+    let (head, round_up) = if exp10 >= 0 {
+        (&digits[..], false)
+    } else {
+        // Dividing by 10^k drops the last k digits; any non-zero among them rounds the
+        // magnitude up (Kubernetes rounds up when scaling down).
+        let k = usize::try_from(-exp10).unwrap_or(usize::MAX).min(digits.len());
+        let (head, tail) = digits.split_at(digits.len() - k);
+        (head, tail.iter().any(|&d| d != 0))
+    };
+    let mut value: i128 = 0;
+    for &d in head {
+        value = value.checked_mul(10)?.checked_add(i128::from(d))?;
+    }
+    for _ in 0..exp10.max(0) {
+        value = value.checked_mul(10)?;
+    }
+    value.checked_add(i128::from(round_up))
+}
+
+/// Multiplies a big-endian decimal digit string by two in place.
+fn double(digits: &mut Vec<u8>) {
+    let mut carry = 0;
+    for d in digits.iter_mut().rev() {
+        let v = *d * 2 + carry;
+        *d = v % 10;
+        carry = v / 10;
+    }
+    if carry > 0 {
+        digits.insert(0, carry);
+    }
 }
 
 #[cfg(test)]
@@ -159,6 +205,22 @@ mod tests {
         assert!(matches!(parse_units("99999999Ei"), Err(QuantityError::Overflow(_))));
     }
 
+    /// Found by `cargo fuzz run quantity`: a long fraction with a binary suffix overflowed
+    /// the rounding step. Long inputs are exact now, whatever their length.
+    #[test]
+    fn long_fractions_are_exact() {
+        let fuzzed = "-.0000000000000000000145891612204752986761Ei";
+        assert_eq!(parse_milli(fuzzed), Ok(-17));
+        assert_eq!(parse_units(fuzzed), Ok(-1));
+        assert_eq!(parse_units("1.0000000000000000000000000000000000000000000Ei"), Ok(1 << 60));
+        assert_eq!(parse_milli("0.000000000000000000000000000000000000000000001"), Ok(1));
+        assert_eq!(parse_units("0.000000000000000000000000000000000000000000000"), Ok(0));
+        assert_eq!(parse_units("0000000000000000000000000000000000000000000007"), Ok(7));
+        assert_eq!(parse_units("1234567890123456789012345n"), Ok(1_234_567_890_123_457));
+        assert!(matches!(parse_units("9223372036854775808"), Err(QuantityError::Overflow(_))));
+        assert_eq!(parse_units("9223372036854775807"), Ok(i64::MAX));
+    }
+
     proptest! {
         #[test]
         fn integers_round_trip(n in 0i64..1_000_000_000) {
@@ -166,8 +228,22 @@ mod tests {
             prop_assert_eq!(parse_milli(&format!("{n}m")), Ok(n));
         }
 
+        /// The fixed-width fast path and the digit-string path agree wherever both apply.
         #[test]
-        fn never_panics(s in ".{0,12}") {
+        fn fast_path_matches_exact(int in "[0-9]{0,10}", frac in "[0-9]{0,9}", bexp in prop::sample::select(vec![0u32, 10, 20, 30, 40, 50, 60]), dexp in -30i64..=30) {
+            prop_assume!(!(int.is_empty() && frac.is_empty()));
+            let text = if frac.is_empty() { int.clone() } else { format!("{int}.{frac}") };
+            let suffix = if bexp == 0 { format!("e{dexp}") } else { ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][(bexp / 10) as usize].to_string() };
+            let dexp = if bexp == 0 { dexp } else { 0 };
+            for (scale, parse) in [(0i64, parse_units as fn(&str) -> Result<i64, QuantityError>), (3, parse_milli)] {
+                let exp10 = dexp + scale - frac.len() as i64;
+                let exact = exact_magnitude(text.as_bytes(), bexp, exp10).and_then(|v| i64::try_from(v).ok());
+                prop_assert_eq!(parse(&format!("{text}{suffix}")).ok(), exact, "{}{}", text, suffix);
+            }
+        }
+
+        #[test]
+        fn never_panics(s in "[-+]?[0-9]{0,30}[.]?[0-9]{0,30}(Ei|Ki|n|m|k|E|e-9|)|.{0,12}") {
             let _ = parse_units(&s);
             let _ = parse_milli(&s);
         }

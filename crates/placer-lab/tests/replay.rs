@@ -74,3 +74,69 @@ fn built_in_workloads_replay_at_small_scale() {
         assert!(s.device_util > 0.0, "{name}: {s:?}");
     }
 }
+
+/// FNV-1a over the JSON of everything a replay measured except its wall time: records
+/// (start, end, domains, restarts per workload), every sample, the end, the averages.
+fn digest(run: &placer_lab::RunResult) -> u64 {
+    let json = serde_json::to_string(&(
+        &run.records,
+        &run.samples,
+        run.end_ms,
+        run.stop,
+        run.average,
+        run.loaded_average,
+        &run.controller_errors,
+    ))
+    .expect("serializable");
+    json.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// What a replay measures is pinned: a change that makes the lab faster must leave every
+/// record and sample of these small built-in traces as they were (digests taken on main
+/// adbd6b5, before the replay speed-ups), under every configuration.
+#[test]
+fn replays_measure_what_they_measured_before_the_speed_ups() {
+    let expected: &[(&str, u64, &str, u64)] = &[
+        ("kueue-tas", 1, "kep5732", 0xbfbeb18e1439c807),
+        ("kueue-tas", 1, "tas-bestfit", 0xe8238b12bf117cd2),
+        ("kueue-tas", 1, "tas-lfc", 0x423c702bba8a862c),
+        ("kueue-tas", 1, "tas-balanced", 0x0d471c28dc6c7d2a),
+        ("kueue-tas", 1, "placer", 0x5a99249d2d6454d0),
+        ("kueue-tas", 1, "tas-mixed", 0x0d471c28dc6c7d2a),
+        ("kueue-tas", 1, "placer-score", 0xbfbeb18e1439c807),
+        ("gpu-training", 1, "kep5732", 0x59efb565497370eb),
+        ("gpu-training", 1, "tas-bestfit", 0x277ed660e38ad202),
+        ("gpu-training", 1, "tas-lfc", 0x197b0b9f81204f3b),
+        ("gpu-training", 1, "tas-balanced", 0x277ed660e38ad202),
+        ("gpu-training", 1, "placer", 0x708518e6eaf10ced),
+        ("gpu-training", 1, "tas-mixed", 0x277ed660e38ad202),
+        ("gpu-training", 1, "placer-score", 0x7ed62f225ad4f552),
+        ("mixed", 1, "kep5732", 0x78ace6c8f8fda948),
+        ("mixed", 1, "tas-bestfit", 0xc6e3fe53f9d5543b),
+        ("mixed", 1, "tas-lfc", 0x48cfe90352fb0efd),
+        ("mixed", 1, "tas-balanced", 0x878711854ab9d498),
+        ("mixed", 1, "placer", 0x3381183222a78110),
+        ("mixed", 1, "tas-mixed", 0xc6e3fe53f9d5543b),
+        ("mixed", 1, "placer-score", 0x78ace6c8f8fda948),
+        ("mixed", 2, "kep5732", 0x8f5ac843a1d68818),
+        ("mixed", 2, "tas-bestfit", 0x728a5f572212efff),
+        ("mixed", 2, "tas-lfc", 0xf9f36b261d4c8eb9),
+        ("mixed", 2, "tas-balanced", 0x7ddad634b8fe5e99),
+        ("mixed", 2, "placer", 0x963b833843f4f2f1),
+        ("mixed", 2, "tas-mixed", 0x728a5f572212efff),
+        ("mixed", 2, "placer-score", 0x8f5ac843a1d68818),
+    ];
+    let mut got = Vec::new();
+    for (name, seed) in [("kueue-tas", 1), ("gpu-training", 1), ("mixed", 1), ("mixed", 2)] {
+        let t = generators::builtin(name, seed, 0.02).unwrap();
+        let r = run_lab(&t, &configs::all(), &ReplayOptions::default(), 2).unwrap();
+        for run in &r.runs {
+            got.push((name, seed, run.config.clone(), digest(run)));
+        }
+    }
+    for g in &got {
+        println!("({:?}, {}, {:?}, {:#018x}),", g.0, g.1, g.2, g.3);
+    }
+    let got: Vec<(&str, u64, &str, u64)> = got.iter().map(|(n, s, c, d)| (*n, *s, c.as_str(), *d)).collect();
+    assert_eq!(got, expected);
+}

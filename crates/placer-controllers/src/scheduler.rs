@@ -353,6 +353,9 @@ impl SchedulerController {
     /// outside any PodGroup, and PodGroups counted once, in the queue of their first
     /// member).
     fn report_queue(&mut self) {
+        if !self.observer.records_gauges() {
+            return;
+        }
         let queue = self.engine.queue();
         let mut pods: BTreeMap<&'static str, usize> = BTreeMap::new();
         let mut single: BTreeMap<&'static str, usize> = BTreeMap::new();

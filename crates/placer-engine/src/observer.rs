@@ -17,6 +17,11 @@ pub trait Observer {
     fn elapsed_seconds(&mut self, _token: u64) -> f64 {
         0.0
     }
+    /// Whether gauges go anywhere: a caller may skip computing them when not (the
+    /// scheduler driver's queue depths walk the whole queue after every cycle).
+    fn records_gauges(&self) -> bool {
+        true
+    }
 }
 
 /// Discards everything.
@@ -26,4 +31,7 @@ pub struct NoopObserver;
 impl Observer for NoopObserver {
     fn count(&mut self, _: &'static str, _: &[(&'static str, &str)], _: u64) {}
     fn observe(&mut self, _: &'static str, _: &[(&'static str, &str)], _: f64) {}
+    fn records_gauges(&self) -> bool {
+        false
+    }
 }

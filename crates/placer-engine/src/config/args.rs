@@ -138,7 +138,7 @@ fn go_strings(values: Option<&[String]>) -> String {
 
 /// `field.NotSupported`'s list of values: each quoted, in the given order.
 fn supported(values: &[&str]) -> String {
-    values.iter().map(|v| echo(v)).collect::<Vec<_>>().join(", ")
+    values.iter().map(echo).collect::<Vec<_>>().join(", ")
 }
 
 /// The API machinery's `ValidateLabelName`: one `Invalid value` per message of Go's

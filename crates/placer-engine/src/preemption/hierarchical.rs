@@ -14,7 +14,7 @@
 //!    member's nominated node still holds a lower-priority pod on its way out (the
 //!    preemption issued earlier is pending; Kueue's "Pending the preemption of N
 //!    workload(s)").
-//! 2. **Candidates**: victim units ([`super::victims::workload_units`]: a whole
+//! 2. **Candidates**: victim units ([`super::victims::workload_units_up_to`]: a whole
 //!    `disruptionMode: PodGroup` group, else single pods) of strictly lower priority than
 //!    the unit (`LowerOrNewerEqualPriority`: also of equal priority and created after the
 //!    unit, Kueue's `findCandidates`; a unit's time is its PodGroups' earliest
@@ -45,7 +45,7 @@ use crate::podgroup::GroupCycle;
 use crate::snapshot::Snapshot;
 
 use super::pdb::split_by_violation;
-use super::victims::{remove_unit, restore_unit, workload_units, VictimUnit};
+use super::victims::{remove_unit, restore_unit, workload_units_up_to, VictimUnit};
 use super::{waiting_on_terminating, PreemptionEnv, MSG_NOT_ELIGIBLE_NEVER, MSG_NO_VICTIMS_PREEMPTOR};
 
 /// The victims found and the placement the unit gets once they are gone.
@@ -163,7 +163,14 @@ impl<'a> HierarchicalPreemptor<'a> {
         let own: BTreeSet<&GroupKey> = cycles.iter().map(|c| &c.group.key).collect();
         let nodes = snap.node_ids().to_vec();
         let created = unit_created(cycles);
-        let mut units: Vec<VictimUnit> = workload_units(snap, self.env.groups, &nodes, None)
+        // Every policy's candidates have at most the preemptor's priority (none under
+        // `Never`): the others are never built.
+        let max_priority = match self.policy {
+            WithinClusterQueue::Never => return Err(MSG_NO_VICTIMS_PREEMPTOR.to_string()),
+            WithinClusterQueue::LowerPriority => priority.saturating_sub(1),
+            WithinClusterQueue::LowerOrNewerEqualPriority => priority,
+        };
+        let mut units: Vec<VictimUnit> = workload_units_up_to(snap, self.env.groups, &nodes, None, max_priority)
             .into_iter()
             .filter(|u| self.candidate(u, priority, created.as_ref()))
             .filter(|u| !u.pods.iter().any(|p| super::group_of(p).is_some_and(|g| own.contains(&g))))

@@ -637,3 +637,46 @@ fn disrupted_groups_count_their_victims() {
     ];
     assert_eq!(disrupted_groups(&groups, &victims), vec![(GroupKey::new("default", "pg"), 2)]);
 }
+
+proptest::proptest! {
+    /// Building only the units up to a priority gives the plain path's units filtered by
+    /// that priority, in the same order: singles, groups evicted whole and members of
+    /// groups evicted one by one, at priorities around the bound, with the preemptor's own
+    /// group skipped or not.
+    #[test]
+    fn units_up_to_a_priority_are_the_plain_units_filtered(
+        pods in proptest::collection::vec((0usize..4, -2i32..3, 0usize..3), 1..24),
+        groups in proptest::collection::vec((-2i32..3, proptest::bool::ANY), 4),
+        max in -3i32..4,
+        skip in proptest::option::of(0usize..4),
+    ) {
+        let mut w = World::new(vec![node("n0", "64", json!({})), node("n1", "64", json!({})), node("n2", "64", json!({}))]);
+        for (g, (priority, together)) in groups.iter().enumerate() {
+            w.add_group(group(&format!("g{g}"), None, *priority, *together, None));
+        }
+        for (i, (g, priority, n)) in pods.iter().enumerate() {
+            let name = format!("p{i}");
+            let node_name = format!("n{n}");
+            // Group index 3 stands for "no group".
+            let pod = if *g < 3 {
+                member(&name, "1", *priority, &format!("g{g}"), Some(&node_name))
+            } else {
+                bound(&name, "1", *priority, &node_name)
+            };
+            w.add(pod);
+        }
+        let skip = skip.map(|g| GroupKey::new("default", format!("g{g}")));
+        let nodes = w.snap.node_ids().to_vec();
+        let key = |u: &VictimUnit| (u.key().clone(), u.priority, u.pods.len());
+        let plain: Vec<_> = super::victims::workload_units(&w.snap, &w.groups, &nodes, skip.as_ref())
+            .iter()
+            .filter(|u| u.priority <= max)
+            .map(key)
+            .collect();
+        let fast: Vec<_> = super::victims::workload_units_up_to(&w.snap, &w.groups, &nodes, skip.as_ref(), max)
+            .iter()
+            .map(key)
+            .collect();
+        proptest::prop_assert_eq!(plain, fast);
+    }
+}

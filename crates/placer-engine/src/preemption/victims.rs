@@ -125,12 +125,28 @@ pub fn is_running(pod: &PodInfo) -> bool {
 
 /// The victim units of workload-aware preemption with a pod on one of `nodes`, most
 /// important first. `skip_group` (the preemptor's own PodGroup) contributes no victims.
-/// Group units include every bound member, also those outside `nodes`.
+/// Group units include every bound member, also those outside `nodes`. (The plain path
+/// [`workload_units_up_to`] is checked against.)
+#[cfg(test)]
 pub fn workload_units(
     snap: &Snapshot,
     groups: &GroupIndex,
     nodes: &[NodeId],
     skip_group: Option<&GroupKey>,
+) -> Vec<VictimUnit> {
+    workload_units_up_to(snap, groups, nodes, skip_group, i32::MAX)
+}
+
+/// [`workload_units`] with a priority at most `max_priority` only: the same units in the
+/// same order as filtering its result by priority, without building (and sorting) the
+/// units no preemptor of that priority may evict, which on a cluster where nothing is
+/// evictable is every running pod at every failed attempt.
+pub fn workload_units_up_to(
+    snap: &Snapshot,
+    groups: &GroupIndex,
+    nodes: &[NodeId],
+    skip_group: Option<&GroupKey>,
+    max_priority: i32,
 ) -> Vec<VictimUnit> {
     let mut singles: Vec<VictimUnit> = Vec::new();
     let mut grouped: BTreeMap<GroupKey, VictimUnit> = BTreeMap::new();
@@ -144,11 +160,16 @@ pub fn workload_units(
                 group_key.as_ref().and_then(|k| groups.info(k)).filter(|info| info.disrupt_together);
             match (group_key, together) {
                 (Some(key), Some(info)) => {
+                    let priority = info.priority.unwrap_or(0);
+                    if priority > max_priority {
+                        continue;
+                    }
                     if let std::collections::btree_map::Entry::Vacant(slot) = grouped.entry(key) {
-                        let unit = group_unit(snap, groups, slot.key(), info.priority.unwrap_or(0));
+                        let unit = group_unit(snap, groups, slot.key(), priority);
                         slot.insert(unit);
                     }
                 }
+                _ if pod.priority > max_priority => {}
                 _ => singles.push(VictimUnit::single(pod.clone(), id)),
             }
         }

@@ -35,7 +35,7 @@ use crate::podgroup::{run_group_in_nodes, GroupCycle, GroupPreemption, GroupPree
 use crate::snapshot::Snapshot;
 
 use super::pdb::{split_by_violation, Budget};
-use super::victims::{remove_unit, restore_unit, workload_units, VictimUnit};
+use super::victims::{remove_unit, restore_unit, workload_units_up_to, VictimUnit};
 use super::{
     preemptor_priority, waiting_on_terminating, PreemptionEnv, MSG_NOT_ELIGIBLE_NEVER,
     MSG_NO_VICTIMS_PREEMPTOR,
@@ -140,10 +140,11 @@ impl<'a> WorkloadPreemptor<'a> {
         nodes: &[NodeId],
     ) -> Result<WorkloadCandidate, String> {
         let priority = preemptor_priority(&cycle.group);
-        let units: Vec<VictimUnit> = workload_units(snap, self.env.groups, nodes, Some(&cycle.group.key))
-            .into_iter()
-            .filter(|u| u.priority < priority)
-            .collect();
+        let units: Vec<VictimUnit> =
+            workload_units_up_to(snap, self.env.groups, nodes, Some(&cycle.group.key), priority.saturating_sub(1))
+                .into_iter()
+                .filter(|u| u.priority < priority)
+                .collect();
         if units.is_empty() {
             return Err(MSG_NO_VICTIMS_PREEMPTOR.to_string());
         }

@@ -188,6 +188,12 @@ impl EmbeddedCluster {
         self.objects.values()
     }
 
+    /// Forgets the recorded events (a long simulation that never reads them, such as a
+    /// replay, keeps its memory bounded by what exists).
+    pub fn clear_events(&mut self) {
+        self.events = Vec::new();
+    }
+
     /// Number of entries in the watch log.
     pub fn watch_log_len(&self) -> usize {
         self.log.len()

@@ -383,6 +383,9 @@ impl Replay<'_> {
         // never read again, and without this the log holds every version of every pod of
         // the run (GiBs on the built-in traces).
         self.store.compact_log(self.seen_rv);
+        // Nothing reads the events the controllers record (a FailedScheduling per failed
+        // attempt): millions on the mixed trace.
+        self.store.clear_events();
         let mut acted = false;
         for e in events {
             let Object::Pod(p) = &e.object else { continue };

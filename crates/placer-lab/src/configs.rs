@@ -28,6 +28,11 @@ pub struct LabConfig {
     /// Pod-level NodeResourcesFit scores MostAllocated over cpu, memory and the trace's
     /// GPUs (bin packing) instead of kube-scheduler's default LeastAllocated.
     pub bin_pack_nodes: bool,
+    /// `percentageOfPlacementsToScore: 100`: every feasible placement is scored. The
+    /// adaptive default stops after the first feasible placements in name order (10 % on
+    /// 5,000 nodes: the first block of ten, 25 racks of 250), so a placement score only
+    /// chooses among those.
+    pub score_every_placement: bool,
 }
 
 /// KEP-5732: no `topologyLevels`, placements generated per domain of the required level
@@ -40,6 +45,7 @@ pub const KEP5732: LabConfig = LabConfig {
     weights: &[],
     placement_scores: &[],
     bin_pack_nodes: false,
+    score_every_placement: false,
 };
 
 /// Seed 002 with BestFit everywhere (`TASProfileBestFit`).
@@ -51,6 +57,7 @@ pub const TAS_BEST_FIT: LabConfig = LabConfig {
     weights: &[],
     placement_scores: &[],
     bin_pack_nodes: false,
+    score_every_placement: false,
 };
 
 /// Seed 002 with BalancedPlacement for preferred requests (`TASBalancedPlacement`;
@@ -63,6 +70,7 @@ pub const TAS_BALANCED: LabConfig = LabConfig {
     weights: &[],
     placement_scores: &[],
     bin_pack_nodes: false,
+    score_every_placement: false,
 };
 
 /// Seed 002 with LeastFreeCapacity everywhere (`TASProfileLeastFreeCapacity`, Kueue's
@@ -75,11 +83,12 @@ pub const TAS_LFC: LabConfig = LabConfig {
     weights: &[],
     placement_scores: &[],
     bin_pack_nodes: false,
+    score_every_placement: false,
 };
 
 /// Placer: KEP-5732 placements scored by `PlacementFragmentation` (weight 5, over the
-/// default placement scores), pods bin-packed inside the chosen placement
-/// (NodeResourcesFit MostAllocated, GPUs weighted 5).
+/// default placement scores), every feasible placement scored, pods bin-packed inside the
+/// chosen placement (NodeResourcesFit MostAllocated, GPUs weighted 5).
 pub const PLACER: LabConfig = LabConfig {
     id: "placer",
     title: "Placer: KEP-5732 + PlacementFragmentation score + bin-packed nodes",
@@ -88,10 +97,11 @@ pub const PLACER: LabConfig = LabConfig {
     weights: &[],
     placement_scores: &[("PlacementFragmentation", 5)],
     bin_pack_nodes: true,
+    score_every_placement: true,
 };
 
-/// Placer's fragmentation score alone (nodes scored as kube-scheduler does), to tell the
-/// two parts of [`PLACER`] apart.
+/// Placer's fragmentation score alone, every feasible placement scored (nodes scored as
+/// kube-scheduler does), to tell the two parts of [`PLACER`] apart.
 pub const PLACER_SCORE_ONLY: LabConfig = LabConfig {
     id: "placer-score",
     title: "KEP-5732 + PlacementFragmentation score only (default node scores)",
@@ -100,6 +110,7 @@ pub const PLACER_SCORE_ONLY: LabConfig = LabConfig {
     weights: &[],
     placement_scores: &[("PlacementFragmentation", 5)],
     bin_pack_nodes: false,
+    score_every_placement: true,
 };
 
 /// Kueue's default profile (`TASProfileMixed`): BestFit, LeastFreeCapacity for
@@ -112,6 +123,7 @@ pub const TAS_MIXED: LabConfig = LabConfig {
     weights: &[],
     placement_scores: &[],
     bin_pack_nodes: false,
+    score_every_placement: false,
 };
 
 /// Every configuration `placer replay` knows, in table order.
@@ -155,6 +167,9 @@ impl LabConfig {
         }
         for (name, w) in self.placement_scores {
             c.plugins.enable(ExtensionPoint::PlacementScore, name, Some(*w));
+        }
+        if self.score_every_placement {
+            c.percentage_of_placements_to_score = Some(100);
         }
         if self.bin_pack_nodes {
             let mut resources = vec![("cpu".to_string(), 1), ("memory".to_string(), 1)];

@@ -38,6 +38,11 @@ use crate::metrics::{Device, Fragmentation, GangShape, Usage};
 use crate::objects::{self, NAMESPACE, WORKLOAD_LABEL};
 use crate::trace::{ArrivalKind, Res, Trace};
 
+/// Where the Job controller and the scheduler are in the controller list (the kubelet is
+/// last).
+const JOB_CONTROLLER: usize = 0;
+const SCHEDULER: usize = 1;
+
 /// Reconcile rounds at one instant before the replay gives up.
 const MAX_ROUNDS: usize = 10_000;
 
@@ -110,6 +115,27 @@ pub struct RunResult {
     pub wall_seconds: f64,
     /// Distinct errors the controllers reported (they retried).
     pub controller_errors: Vec<String>,
+    /// Where the wall time went.
+    pub time: PhaseTimes,
+}
+
+/// Where a replay's wall time went, in seconds (not part of what it measures).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PhaseTimes {
+    /// The Job controller's reconciles (Workload / PodGroup creation, its kubelet, TTL).
+    pub job_controller: f64,
+    /// The scheduler driver's reconciles (queue, engine cycles, preemption, bindings).
+    pub scheduler: f64,
+    /// The simulated kubelet for pods no Job owns.
+    pub kubelet: f64,
+    /// The lab reading the watch, accounting and resubmitting, and creating arrivals.
+    pub lab: f64,
+    /// Taking samples (utilisation, fragmentation, median gangs placeable).
+    pub samples: f64,
+    /// Instants the clock stopped at, and reconcile rounds over all of them.
+    pub instants: u64,
+    pub rounds: u64,
 }
 
 /// A replay that could not run.
@@ -170,6 +196,7 @@ struct Replay<'a> {
     last_progress_ms: u64,
     running: usize,
     completed: usize,
+    time: PhaseTimes,
 }
 
 /// Replays `trace` under `config`.
@@ -241,6 +268,7 @@ pub fn replay(trace: &Trace, config: &LabConfig, opts: &ReplayOptions) -> Result
         last_progress_ms: 0,
         running: 0,
         completed: 0,
+        time: PhaseTimes::default(),
     };
     r.settle()?;
 
@@ -257,11 +285,13 @@ pub fn replay(trace: &Trace, config: &LabConfig, opts: &ReplayOptions) -> Result
         }
         // Arrivals due now.
         let mut arrived = false;
+        let lab_started = Instant::now();
         while next_arrival < trace.arrivals.len() && trace.arrivals[next_arrival].at_ms <= now {
             r.submit(next_arrival);
             next_arrival += 1;
             arrived = true;
         }
+        r.time.lab += lab_started.elapsed().as_secs_f64();
         if arrived {
             r.settle()?;
         }
@@ -298,6 +328,7 @@ pub fn replay(trace: &Trace, config: &LabConfig, opts: &ReplayOptions) -> Result
             break Stop::Horizon;
         }
         r.store.set_now_ms(t);
+        r.time.instants += 1;
         r.settle()?;
     };
     let end_ms = r.store.now_ms();
@@ -318,6 +349,7 @@ pub fn replay(trace: &Trace, config: &LabConfig, opts: &ReplayOptions) -> Result
         device,
         wall_seconds: started.elapsed().as_secs_f64(),
         controller_errors: r.errors.into_keys().collect(),
+        time: r.time,
     })
 }
 
@@ -345,7 +377,10 @@ impl Replay<'_> {
     fn settle(&mut self) -> Result<(), ReplayError> {
         loop {
             self.fixed_point()?;
-            if !self.observe() {
+            let started = Instant::now();
+            let acted = self.observe();
+            self.time.lab += started.elapsed().as_secs_f64();
+            if !acted {
                 return Ok(());
             }
         }
@@ -355,8 +390,17 @@ impl Replay<'_> {
         for _ in 0..MAX_ROUNDS {
             let before = self.store.resource_version();
             let mut wrote = false;
-            for c in &mut self.controllers {
-                match c.reconcile(&mut self.store) {
+            self.time.rounds += 1;
+            for (i, c) in self.controllers.iter_mut().enumerate() {
+                let started = Instant::now();
+                let result = c.reconcile(&mut self.store);
+                let spent = started.elapsed().as_secs_f64();
+                match i {
+                    JOB_CONTROLLER => self.time.job_controller += spent,
+                    SCHEDULER => self.time.scheduler += spent,
+                    _ => self.time.kubelet += spent,
+                }
+                match result {
                     Ok(w) => wrote |= w,
                     Err(e) => {
                         let m = e.to_string();
@@ -569,6 +613,13 @@ impl Replay<'_> {
     }
 
     fn sample(&mut self, now: u64) -> Sample {
+        let started = Instant::now();
+        let s = self.take_sample(now);
+        self.time.samples += started.elapsed().as_secs_f64();
+        s
+    }
+
+    fn take_sample(&mut self, now: u64) -> Sample {
         self.usage.advance(now);
         let mut pending = 0;
         let mut running = 0;

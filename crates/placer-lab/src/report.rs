@@ -211,6 +211,15 @@ pub fn render_text(r: &TraceReport) -> String {
     for s in &r.summaries {
         let _ = writeln!(out, "  {:<14} {}", s.config, s.title);
     }
+    let _ = writeln!(out, "wall time per configuration (s):");
+    for s in &r.summaries {
+        let t = &s.time;
+        let _ = writeln!(
+            out,
+            "  {:<14} {:.1} = scheduler {:.1} + job controller {:.1} + kubelet {:.1} + lab {:.1} + samples {:.1} (+ setup); {} instants, {} rounds",
+            s.config, s.wall_s, t.scheduler, t.job_controller, t.kubelet, t.lab, t.samples, t.instants, t.rounds
+        );
+    }
     let _ = writeln!(out, "best per measure:");
     for v in verdicts(&r.summaries, &r.levels, device) {
         let margin = match (&v.next, v.next_value) {

@@ -54,6 +54,8 @@ pub struct Summary {
     pub stopped_at_horizon: bool,
     /// Wall-clock seconds of the replay.
     pub wall_s: f64,
+    /// Where they went.
+    pub time: crate::driver::PhaseTimes,
 }
 
 impl Summary {
@@ -125,6 +127,7 @@ impl Summary {
             makespan_s: run.end_ms as f64 / 1000.0,
             stopped_at_horizon: run.stop == Stop::Horizon,
             wall_s: run.wall_seconds,
+            time: run.time,
         }
     }
 }

@@ -170,11 +170,12 @@ impl<'a> HierarchicalPreemptor<'a> {
             WithinClusterQueue::LowerPriority => priority.saturating_sub(1),
             WithinClusterQueue::LowerOrNewerEqualPriority => priority,
         };
-        let mut units: Vec<VictimUnit> = workload_units_up_to(snap, self.env.groups, &nodes, None, max_priority)
-            .into_iter()
-            .filter(|u| self.candidate(u, priority, created.as_ref()))
-            .filter(|u| !u.pods.iter().any(|p| super::group_of(p).is_some_and(|g| own.contains(&g))))
-            .collect();
+        let mut units: Vec<VictimUnit> =
+            workload_units_up_to(snap, self.env.groups, &nodes, None, max_priority)
+                .into_iter()
+                .filter(|u| self.candidate(u, priority, created.as_ref()))
+                .filter(|u| !u.pods.iter().any(|p| super::group_of(p).is_some_and(|g| own.contains(&g))))
+                .collect();
         if units.is_empty() {
             return Err(MSG_NO_VICTIMS_PREEMPTOR.to_string());
         }

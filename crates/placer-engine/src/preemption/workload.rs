@@ -140,11 +140,16 @@ impl<'a> WorkloadPreemptor<'a> {
         nodes: &[NodeId],
     ) -> Result<WorkloadCandidate, String> {
         let priority = preemptor_priority(&cycle.group);
-        let units: Vec<VictimUnit> =
-            workload_units_up_to(snap, self.env.groups, nodes, Some(&cycle.group.key), priority.saturating_sub(1))
-                .into_iter()
-                .filter(|u| u.priority < priority)
-                .collect();
+        let units: Vec<VictimUnit> = workload_units_up_to(
+            snap,
+            self.env.groups,
+            nodes,
+            Some(&cycle.group.key),
+            priority.saturating_sub(1),
+        )
+        .into_iter()
+        .filter(|u| u.priority < priority)
+        .collect();
         if units.is_empty() {
             return Err(MSG_NO_VICTIMS_PREEMPTOR.to_string());
         }

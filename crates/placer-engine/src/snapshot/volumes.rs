@@ -487,19 +487,20 @@ impl VolumeState {
         node_name: &str,
         labels: &Labels,
     ) -> Result<Result<PodVolumes, Vec<&'static str>>, String> {
-        // checkBoundClaims: the first claim whose PV is missing or does not fit decides.
+        // checkBoundClaims: the first claim whose PV is missing or does not fit decides; an
+        // in-tree PV is checked with its CSI-translated node affinity where its plugin is
+        // migrated (`tryTranslatePVToCSI`).
         let (mut bound_ok, mut pv_found) = (true, true);
+        let csi_node = self.csi_nodes.get(node_name).map(|n| &**n);
         for pvc in &claims.bound {
-            match self.pvs.get(volume_name(pvc)) {
-                None => {
-                    pv_found = false;
-                    break;
-                }
-                Some(pv) if !pv_node_affinity_matches(pv, labels) => {
-                    bound_ok = false;
-                    break;
-                }
-                Some(_) => {}
+            let Some(pv) = self.pvs.get(volume_name(pvc)) else {
+                pv_found = false;
+                break;
+            };
+            let pv = translation::pv_for_node_affinity(pv, csi_node)?;
+            if !pv_node_affinity_matches(&pv, labels) {
+                bound_ok = false;
+                break;
             }
         }
         let unbound = self.find_unbound(claims, node_name, labels)?;

@@ -32,7 +32,9 @@ use placer_api::k8s::api::resource::v1::{DeviceClass, ResourceClaim, ResourceCla
 /// The storage kinds (core/v1 claims and volumes, storage.k8s.io/v1).
 mod storage {
     pub use placer_api::k8s::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-    pub use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
+    pub use placer_api::k8s::api::storage::v1::{
+        CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+    };
 }
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
@@ -738,6 +740,9 @@ impl<'de> Deserialize<'de> for Typed {
             Some(Kind::CSIDriver) => Object::CSIDriver(storage::CSIDriver::deserialize(d)?),
             Some(Kind::CSIStorageCapacity) => {
                 Object::CSIStorageCapacity(storage::CSIStorageCapacity::deserialize(d)?)
+            }
+            Some(Kind::VolumeAttachment) => {
+                Object::VolumeAttachment(storage::VolumeAttachment::deserialize(d)?)
             }
         };
         Ok(Typed(Some(object)))

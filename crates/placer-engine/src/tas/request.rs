@@ -89,12 +89,7 @@ pub struct TopologyRequest {
 impl TopologyRequest {
     /// A request with the given mode and nothing else (no slices, no group).
     pub fn new(mode: TopologyMode) -> TopologyRequest {
-        TopologyRequest {
-            mode,
-            slices: Vec::new(),
-            multi_layer: false,
-            group_name: None,
-        }
+        TopologyRequest { mode, slices: Vec::new(), multi_layer: false, group_name: None }
     }
 
     /// The request with these two-level slices (`podset-slice-required-topology` at `level`,

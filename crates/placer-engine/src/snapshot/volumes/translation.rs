@@ -218,16 +218,22 @@ fn terms_mut(pv: &mut PersistentVolume) -> Option<&mut Vec<NodeSelectorTerm>> {
 
 /// `TopologyKeyExist`.
 fn key_exists(pv: &PersistentVolume, key: &str) -> bool {
-    let Some(required) = pv.spec.as_ref().and_then(|s| s.node_affinity.as_ref()).and_then(|a| a.required.as_ref())
+    let Some(required) =
+        pv.spec.as_ref().and_then(|s| s.node_affinity.as_ref()).and_then(|a| a.required.as_ref())
     else {
         return false;
     };
-    required.node_selector_terms.iter().flat_map(|t| t.match_expressions.iter().flatten()).any(|r| r.key == key)
+    required
+        .node_selector_terms
+        .iter()
+        .flat_map(|t| t.match_expressions.iter().flatten())
+        .any(|r| r.key == key)
 }
 
 /// `getTopologyValues`: the values of `key` in the PV's node affinity, sorted and unique.
 fn topology_values(pv: &PersistentVolume, key: &str) -> Vec<String> {
-    let Some(required) = pv.spec.as_ref().and_then(|s| s.node_affinity.as_ref()).and_then(|a| a.required.as_ref())
+    let Some(required) =
+        pv.spec.as_ref().and_then(|s| s.node_affinity.as_ref()).and_then(|a| a.required.as_ref())
     else {
         return Vec::new();
     };
@@ -255,7 +261,8 @@ fn replace_topology(pv: &mut PersistentVolume, old: &str, new: &str) {
 /// `addTopology`: `key In zones` (trimmed, unique, sorted) added to every term, creating
 /// the affinity and one term when missing; nothing without a zone.
 fn add_topology(pv: &mut PersistentVolume, key: &str, zones: &[&str]) {
-    let zones: std::collections::BTreeSet<&str> = zones.iter().map(|z| z.trim()).filter(|z| !z.is_empty()).collect();
+    let zones: std::collections::BTreeSet<&str> =
+        zones.iter().map(|z| z.trim()).filter(|z| !z.is_empty()).collect();
     if zones.is_empty() {
         return;
     }
@@ -312,7 +319,9 @@ pub fn pv_for_node_affinity<'a>(
     csi_node: Option<&CSINode>,
 ) -> Result<Cow<'a, PersistentVolume>, String> {
     let Some(plugin) = pv_plugin(pv) else { return Ok(Cow::Borrowed(pv)) };
-    if !matches!(plugin, AWS_EBS | PORTWORX | GCE_PD | AZURE_DISK | CINDER) || !migrated_on_node(csi_node, plugin) {
+    if !matches!(plugin, AWS_EBS | PORTWORX | GCE_PD | AZURE_DISK | CINDER)
+        || !migrated_on_node(csi_node, plugin)
+    {
         return Ok(Cow::Borrowed(pv));
     }
     translate_pv(pv).map_err(|e| format!("could not translate pv: {e}"))?;
@@ -427,7 +436,8 @@ mod tests {
                 ]}},
             },
         }));
-        let t = pv_for_node_affinity(&pv, Some(&migrated("kubernetes.io/gce-pd,kubernetes.io/aws-ebs"))).unwrap();
+        let t =
+            pv_for_node_affinity(&pv, Some(&migrated("kubernetes.io/gce-pd,kubernetes.io/aws-ebs"))).unwrap();
         assert_eq!(
             affinity(&t),
             serde_json::json!({"required": {"nodeSelectorTerms": [

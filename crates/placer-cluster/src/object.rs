@@ -206,7 +206,7 @@ pub enum Object {
     CSINode(CSINode),
     CSIDriver(CSIDriver),
     CSIStorageCapacity(CSIStorageCapacity),
-    VolumeAttachment(VolumeAttachment),
+    VolumeAttachment(Box<VolumeAttachment>),
 }
 
 macro_rules! each {

@@ -758,7 +758,7 @@ pub fn cluster_event(event: WatchEvent) -> Option<ClusterEvent> {
         Object::VolumeAttachment(_) if deleted => {
             ClusterEvent::Storage(StorageEvent::AttachmentDeleted(r.name))
         }
-        Object::VolumeAttachment(a) => ClusterEvent::Storage(StorageEvent::AttachmentUpserted(Arc::new(a))),
+        Object::VolumeAttachment(a) => ClusterEvent::Storage(StorageEvent::AttachmentUpserted(Arc::new(*a))),
     })
 }
 

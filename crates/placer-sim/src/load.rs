@@ -742,7 +742,7 @@ impl<'de> Deserialize<'de> for Typed {
                 Object::CSIStorageCapacity(storage::CSIStorageCapacity::deserialize(d)?)
             }
             Some(Kind::VolumeAttachment) => {
-                Object::VolumeAttachment(storage::VolumeAttachment::deserialize(d)?)
+                Object::VolumeAttachment(Box::new(storage::VolumeAttachment::deserialize(d)?))
             }
         };
         Ok(Typed(Some(object)))

@@ -233,6 +233,17 @@ pub fn load_str(text: &str, file: impl AsRef<Path>) -> Result<Scenario, LoadErro
     }
 }
 
+/// What is valid in a loaded scenario but will not work as written (a CronJob whose job
+/// template Kueue's Job webhook refuses), for `placer validate` to warn about; with the
+/// file's text, each warning is at its field's line.
+pub fn warnings(scenario: &Scenario, text: Option<&str>) -> Vec<Problem> {
+    let mut warnings = validate::warnings(scenario);
+    if let Some(text) = text.filter(|_| !warnings.is_empty()) {
+        locate_problems(text, &mut warnings);
+    }
+    warnings
+}
+
 fn internal(file: &Path, message: &str) -> LoadError {
     LoadError::Invalid {
         file: file.to_path_buf(),

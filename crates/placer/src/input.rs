@@ -80,6 +80,15 @@ impl Inputs {
         }
     }
 
+    /// The text of a plain scenario file, to place messages on its lines (none for stdin,
+    /// which was read already, or with a dump merged in, whose objects shift the file's).
+    pub fn plain_text(&self, entry: &PathBuf) -> Option<String> {
+        if self.snapshot.is_some() || entry.as_os_str() == "-" {
+            return None;
+        }
+        placer_sim::read_input(entry).ok()
+    }
+
     /// The scenario of one entry without the `--set` overrides.
     pub fn load_plain(&self, entry: &PathBuf) -> Result<Scenario, LoadError> {
         match &self.snapshot {

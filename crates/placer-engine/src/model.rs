@@ -118,7 +118,8 @@ pub struct PodSchedulingView {
     pub pod_index: Option<u64>,
     /// The pod's `kueue.x-k8s.io/pod-index-offset` annotation as written (Kueue's ungater
     /// reads it from the pods of a PodSet; [`crate::tas::pod_index_offset`] parses it).
-    pub pod_index_offset: Option<Box<str>>,
+    /// Rare, so behind one thin pointer (8 bytes inline, where a `Box<str>` takes 16).
+    pub pod_index_offset: Option<Box<String>>,
     /// `status.startTime`.
     pub start_time: Option<Time>,
     /// `status.conditions` has `Ready=False`.
@@ -281,7 +282,7 @@ impl PodSchedulingView {
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(placer_api::annotations::POD_INDEX_OFFSET))
-                .map(|v| v.as_str().into()),
+                .map(|v| Box::new(v.clone())),
             start_time: status.and_then(|s| s.start_time.clone()),
             reports_not_ready: status
                 .and_then(|s| s.conditions.as_ref())

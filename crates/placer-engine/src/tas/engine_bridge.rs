@@ -377,8 +377,11 @@ fn total_pods(c: &GroupCycle) -> u32 {
 /// from the PodGroup, else from its first pod by name (Kueue reads the first pod it lists).
 fn own_offset(cycle: &GroupCycle) -> Result<i64, UnitFailure> {
     let first = cycle.pods.iter().min_by(|a, b| a.key.name.cmp(&b.key.name));
-    super::pod_index_offset(&cycle.group, first.and_then(|p| p.view.pod_index_offset.as_deref()))
-        .map_err(|e| UnitFailure::unschedulable(e.to_string()))
+    super::pod_index_offset(
+        &cycle.group,
+        first.and_then(|p| p.view.pod_index_offset.as_deref().map(String::as_str)),
+    )
+    .map_err(|e| UnitFailure::unschedulable(e.to_string()))
 }
 
 fn member(unit_index: usize, cycle: &GroupCycle, offset: i64) -> Member<'_> {

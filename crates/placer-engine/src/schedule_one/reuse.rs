@@ -20,7 +20,8 @@
 //!   and the same filters and score plugins are active for both;
 //! - every active filter and score plugin declares `reads_only_pod_and_node` (its PreFilter
 //!   / PreScore and its verdict / raw score read only the pod and the node's own state:
-//!   no other node, no pod elsewhere, no cluster-wide object, no clock);
+//!   no other node, no pod elsewhere, no cluster-wide object, no clock), and no PreFilter
+//!   restricted the candidate nodes;
 //! - the search samples (`to_find` below the node count); a search over every node runs
 //!   [`find_node`] unchanged.
 //!
@@ -103,9 +104,12 @@ pub fn find_node_sampled_reusing(
     };
     let all = if fw.filters.len() >= 64 { u64::MAX } else { (1u64 << fw.filters.len()) - 1 };
     let active_filters = all & !state.skip_filters;
-    let filters_ok = (0..fw.filters.len())
-        .filter(|i| active_filters & (1 << i) != 0)
-        .all(|i| fw.filters[i].reads_only_pod_and_node(pod));
+    // A PreFilter restriction of the candidate nodes (`metadata.name` terms) turns the
+    // reuse off: rare, and whether it comes from the pod alone is the plugin's business.
+    let filters_ok = state.restriction.is_none()
+        && (0..fw.filters.len())
+            .filter(|i| active_filters & (1 << i) != 0)
+            .all(|i| fw.filters[i].reads_only_pod_and_node(pod));
     let same = filters_ok
         && reuse.skip_filters == state.skip_filters
         && reuse.last.as_ref().is_some_and(|last| crate::podgroup::same_fit_signature(last, pod));

@@ -110,6 +110,7 @@ impl SingleReuse {
     }
 
     /// How many signatures have entries.
+    #[cfg(test)]
     pub fn signatures(&self) -> usize {
         self.entries.len()
     }

@@ -110,7 +110,6 @@ impl SingleReuse {
     }
 
     /// How many signatures have entries.
-    #[cfg(test)]
     pub fn signatures(&self) -> usize {
         self.entries.len()
     }

@@ -188,23 +188,6 @@ pub fn same_fit_signature(a: &PodInfo, b: &PodInfo) -> bool {
     fit_signature(a).is_some_and(|sa| fit_signature(b).is_some_and(|sb| sa == sb))
 }
 
-/// A hash of part of the pod's fit signature (requests, priority, node selector, counts of
-/// tolerations and host ports), `None` when the pod has no signature. Pods with the same
-/// signature have the same key; equal keys still need [`same_fit_signature`].
-pub fn fit_signature_key(pod: &PodInfo) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let s = fit_signature(pod)?;
-    let mut h = rustc_hash::FxHasher::default();
-    s.requests.hash(&mut h);
-    s.priority.hash(&mut h);
-    s.nominated.hash(&mut h);
-    s.node_selector.hash(&mut h);
-    s.tolerations.len().hash(&mut h);
-    s.host_ports.len().hash(&mut h);
-    s.labels.len().hash(&mut h);
-    Some(h.finish())
-}
-
 /// Whether every pod of the cycle has the same node-local filter inputs: equal
 /// [`FitSignature`]s without inter-pod (anti-)affinity, topology spread or host ports. For
 /// such a group, how many pods fit on a node depends only on that node's free resources,

@@ -485,12 +485,6 @@ impl Snapshot {
         self.nodes[id.0 as usize].as_ref().expect("NodeId refers to a live node")
     }
 
-    /// How many node ids (slots) the snapshot has handed out, live or not: every
-    /// `NodeId.0` is below it.
-    pub fn node_slots(&self) -> usize {
-        self.nodes.len()
-    }
-
     /// Live nodes, sorted by name.
     pub fn node_ids(&self) -> &[NodeId] {
         &self.order

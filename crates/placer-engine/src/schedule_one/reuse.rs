@@ -185,21 +185,32 @@ pub fn find_node_sampled_reusing(
     // raw[i * width + k]: raw score of feasible[i] for active plugin k.
     let width = active.len();
     let mut raw = vec![0i64; feasible.len() * width];
-    let mut fresh: smallvec::SmallVec<[i64; 8]> = smallvec::SmallVec::new();
+    // Nodes not in the cache (indexes into `feasible`) are scored a column per plugin
+    // (`ScorePlugin::score_all`, as the plain search does), then stored.
+    let mut missed: Vec<usize> = Vec::new();
     for (i, &id) in feasible.iter().enumerate() {
-        let node = snap.node(id);
-        let out = &mut raw[i * width..(i + 1) * width];
-        if reuse_raw && reuse.cached(id, node.stamp()) {
+        if reuse_raw && reuse.cached(id, snap.node(id).stamp()) {
             let slot = id.0 as usize;
-            out.copy_from_slice(&reuse.raw[slot * width..(slot + 1) * width]);
+            raw[i * width..(i + 1) * width].copy_from_slice(&reuse.raw[slot * width..(slot + 1) * width]);
             reuse.hits += 1;
-            continue;
+        } else {
+            missed.push(i);
         }
-        reuse.misses += 1;
-        fresh.clear();
-        fresh.extend(active.iter().map(|&p| fw.scores[p].0.score(&state, snap, id, node)));
-        out.copy_from_slice(&fresh);
-        reuse.store(id, node.stamp(), &fresh);
+    }
+    reuse.misses += missed.len() as u64;
+    if width > 0 && !missed.is_empty() {
+        let ids: Vec<NodeId> = missed.iter().map(|&i| feasible[i]).collect();
+        let mut column = vec![0i64; ids.len()];
+        for (k, &p) in active.iter().enumerate() {
+            fw.scores[p].0.score_all(&state, snap, &ids, &mut column);
+            for (&i, &c) in missed.iter().zip(&column) {
+                raw[i * width + k] = c;
+            }
+        }
+    }
+    for &i in &missed {
+        let id = feasible[i];
+        reuse.store(id, snap.node(id).stamp(), &raw[i * width..(i + 1) * width]);
     }
     let mut totals = vec![0i64; feasible.len()];
     if width == 0 {

@@ -25,6 +25,12 @@
 //! - the search samples (`to_find` below the node count); a search over every node runs
 //!   [`find_node`] unchanged.
 //!
+//! A pod whose signature differs from the previous pod's runs [`find_node_sampled`] itself
+//! and caches nothing (in a mix of shapes the reuse then costs one signature comparison
+//! per pod); the next pod of its signature computes and fills the cache, and the pods after
+//! that reuse it. A cache kept per signature instead was measured slower on a mix of ~420
+//! shapes (its entries live in DRAM; see docs/performance.md).
+//!
 //! A node whose stamp changed is recomputed, whatever changed it (a binding, a pod
 //! deleted, a node update, nominated pods assumed for the cycle and rolled back).
 
@@ -78,8 +84,8 @@ impl SingleReuse {
     }
 }
 
-/// [`find_node_sampled`] with the per-node results of the previous pod of the same
-/// signature reused where the node did not change since (see the module documentation):
+/// [`find_node_sampled`] (which it runs when the previous pod's signature differs) with the
+/// per-node results of the previous pod of the same signature reused where the node did not change since (see the module documentation):
 /// the same result and the same number of nodes examined.
 pub fn find_node_sampled_reusing(
     fw: &Framework,
@@ -94,6 +100,16 @@ pub fn find_node_sampled_reusing(
     if n == 0 || to_find >= n {
         reuse.clear();
         return (find_node(fw, snap, pod, nodes), n);
+    }
+    if !reuse.last.as_ref().is_some_and(|last| crate::podgroup::same_fit_signature(last, pod)) {
+        // Another signature than the previous pod's (or none): the plain search, nothing
+        // cached (a pod of a mix of shapes pays only this comparison). The next pod of
+        // this signature fills the cache, the ones after it reuse.
+        reuse.clear();
+        if crate::podgroup::same_fit_signature(pod, pod) {
+            reuse.last = Some(pod.clone());
+        }
+        return super::find_node_sampled(fw, snap, pod, nodes, start, to_find);
     }
     let mut state = match prepare(fw, snap, pod) {
         Ok(s) => s,

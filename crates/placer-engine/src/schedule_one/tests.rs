@@ -651,10 +651,17 @@ fn identical_pods_reuse_the_unchanged_nodes() {
     // recompute only the nodes a binding changed.
     assert!(reuse.hits > 3_000, "hits {} misses {}", reuse.hits, reuse.misses);
     assert!(reuse.misses < 300, "hits {} misses {}", reuse.hits, reuse.misses);
-    // A pod of another shape starts the cache again.
-    let other = Arc::new(pod("q").cpu("2").mem("2Gi").build());
-    let before = reuse.misses;
-    let got = find_node_sampled_reusing(&fw, &snap, &other, &ids, start, to_find, &mut reuse);
-    assert_eq!(got, find_node_sampled(&fw, &snap, &other, &ids, start, to_find));
-    assert_eq!(reuse.misses - before, to_find as u64);
+    // A pod of another shape runs the plain search and empties the cache; the next pod of
+    // that shape computes every node again (and fills the cache), the one after reuses.
+    let other = |k: usize| Arc::new(pod(&format!("q{k}")).cpu("2").mem("2Gi").build());
+    let (hits, misses) = (reuse.hits, reuse.misses);
+    let got = find_node_sampled_reusing(&fw, &snap, &other(0), &ids, start, to_find, &mut reuse);
+    assert_eq!(got, find_node_sampled(&fw, &snap, &other(0), &ids, start, to_find));
+    assert_eq!((reuse.hits, reuse.misses), (hits, misses), "the plain search, nothing cached");
+    let got = find_node_sampled_reusing(&fw, &snap, &other(1), &ids, start, to_find, &mut reuse);
+    assert_eq!(got, find_node_sampled(&fw, &snap, &other(1), &ids, start, to_find));
+    assert_eq!((reuse.hits, reuse.misses), (hits, misses + to_find as u64), "computed and cached");
+    let got = find_node_sampled_reusing(&fw, &snap, &other(2), &ids, start, to_find, &mut reuse);
+    assert_eq!(got, find_node_sampled(&fw, &snap, &other(2), &ids, start, to_find));
+    assert_eq!(reuse.hits, hits + to_find as u64, "reused");
 }

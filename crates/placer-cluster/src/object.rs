@@ -320,6 +320,15 @@ impl Object {
         v.unwrap_or(serde_json::Value::Null)
     }
 
+    /// How many bytes [`Object::to_json`] takes written compactly (`serde_json::to_vec`),
+    /// counted while serializing, without building the JSON value or the text (the
+    /// store's size check runs on every write).
+    pub fn json_len(&self) -> usize {
+        let mut count = ByteCount(0);
+        let written = each!(self, o => serde_json::to_writer(&mut count, o));
+        written.map_or(0, |()| count.0)
+    }
+
     /// Reads an object of `kind` from JSON (apiVersion/kind are checked by k8s-openapi).
     pub fn from_json(kind: Kind, value: serde_json::Value) -> Result<Object, serde_json::Error> {
         Ok(match kind {
@@ -379,5 +388,19 @@ impl Object {
             Object::Node(n) => Some(Arc::make_mut(n)),
             _ => None,
         }
+    }
+}
+
+/// An `io::Write` that only counts the bytes written to it.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }

@@ -276,7 +276,7 @@ pub fn validate(obj: &Object) -> Vec<FieldError> {
         Object::VolumeAttachment(va) => storage::validate_volume_attachment(&mut e, va),
     }
     if e.0.is_empty() {
-        let size = serde_json::to_vec(&obj.to_json()).map(|v| v.len()).unwrap_or(0);
+        let size = obj.json_len();
         if size > MAX_OBJECT_BYTES {
             e.push(
                 "",
@@ -1821,6 +1821,26 @@ mod tests {
         let got = errors(&pod(json!({"containers": [{"name": "c", "image": "x", "args": args}]})));
         assert_eq!(got.len(), 1, "{got:?}");
         assert!(got[0].starts_with("Too long: the object is "), "{}", got[0]);
+    }
+
+    #[test]
+    fn the_counted_json_size_is_the_size_of_the_json_text() {
+        let args: Vec<String> = (0..50).map(|i| format!("arg \"{i}\" \u{e9}\t")).collect();
+        let objects = [
+            pod(json!({"containers": [{"name": "c", "image": "x", "args": args,
+                "resources": {"requests": {"cpu": "1500m", "memory": "2Gi"}}}],
+                "tolerations": [{"key": "k", "operator": "Exists", "tolerationSeconds": 30}]})),
+            obj(
+                Kind::Node,
+                json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n",
+                "labels": {"b": "2", "a": "1"}, "annotations": {"note": "caf\u{e9} \u{1f600} \n"}},
+                "status": {"allocatable": {"cpu": "64", "nvidia.com/gpu": "8"}}}),
+            ),
+        ];
+        for o in &objects {
+            let text = serde_json::to_vec(&o.to_json()).unwrap();
+            assert_eq!(o.json_len(), text.len());
+        }
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //!   building the domain tree).
 //! * `placement/total_scores/250_racks`: PlacementScore + normalize over 250 rack
 //!   placements of a 64-pod gang.
+//! * `single_sequence/{identical,mixed}/{plain,reuse}`: 300 single pods in a row, the plain
+//!   sampled search against the one reusing the previous pod's per-node results.
 //! * `placement/schedule_pod_group/...`: a whole PodGroup cycle (generate, pre-filter,
 //!   evaluate, score, confirm) for a 64-pod rack gang on 5,000 nodes, in both placement
 //!   searches.
@@ -19,7 +21,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use placer_api::gates::FeatureGates;
 use placer_api::k8s::api::core::v1::{
     Container, Node, NodeStatus, Pod, PodSchedulingGroup, PodSpec, ResourceRequirements,
@@ -31,9 +33,11 @@ use placer_api::k8s::api::scheduling::v1alpha2::{
 use placer_api::k8s::apimachinery::pkg::api::resource::Quantity;
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use placer_engine::bench::{
-    self as tas, find_node, fit_count, placement_framework, pod_framework, schedule_pod_group, total_scores,
+    self as tas, find_node, find_node_sampled, find_node_sampled_reusing, fit_count,
+    num_feasible_nodes_to_find, placement_framework, pod_framework, schedule_pod_group, total_scores,
     DomainTree, GroupContext, GroupCycle, GroupHooks, NodeId, NodeStatic, Placement, PlacementAggregate,
-    PlacementCandidate, PodGroupInfo, PodInfo, Snapshot, TasNode, TasProblem, TopologyMode, TopologyRequest,
+    PlacementCandidate, PodGroupInfo, PodInfo, SingleReuse, Snapshot, TasNode, TasProblem, TopologyMode,
+    TopologyRequest,
 };
 use placer_engine::NoopObserver;
 use placer_engine::{PlacementSearch, Resources, SchedulerConfig};
@@ -73,6 +77,16 @@ fn node(name: &str, rack: &str) -> Node {
 
 /// A one-GPU worker (4 cores, 32 GiB), optionally in a group and bound to a node.
 fn pod(name: &str, group: Option<&str>, node: Option<&str>) -> Arc<PodInfo> {
+    pod_asking(name, group, node, &[("cpu", "4"), ("memory", "32Gi"), (GPU, "1")])
+}
+
+/// A pod asking for `requests`, optionally in a group and bound to a node.
+fn pod_asking(
+    name: &str,
+    group: Option<&str>,
+    node: Option<&str>,
+    requests: &[(&str, &str)],
+) -> Arc<PodInfo> {
     let pod = Pod {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
@@ -87,8 +101,10 @@ fn pod(name: &str, group: Option<&str>, node: Option<&str>) -> Arc<PodInfo> {
             containers: vec![Container {
                 name: "worker".to_string(),
                 resources: Some(ResourceRequirements {
-                    requests: Some(list(&[("cpu", "4"), ("memory", "32Gi"), (GPU, "1")])),
-                    limits: Some(list(&[(GPU, "1")])),
+                    requests: Some(list(requests)),
+                    limits: Some(list(
+                        &requests.iter().copied().filter(|(k, _)| *k == GPU).collect::<Vec<_>>(),
+                    )),
                     ..ResourceRequirements::default()
                 }),
                 ..Container::default()
@@ -282,5 +298,77 @@ fn bench_placement(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_find_node, bench_fit_count, bench_tas, bench_placement);
+/// 300 single pods in a row on the 5,000 loaded nodes, each assumed where it lands, with
+/// kube's sampling (500 nodes found per pod) and the rotating start: the plain sampled
+/// search against the one reusing the previous pod's per-node results, for pods of one
+/// shape (`identical`) and for `d-single-pods`' mix of ~420 shapes (`mixed`, where the
+/// previous pod rarely shares the shape: the reuse's overhead).
+fn bench_single_sequence(c: &mut Criterion) {
+    let base = loaded_snapshot();
+    let fw = pod_framework(&SchedulerConfig::default());
+    let ids = base.node_ids().to_vec();
+    let to_find = num_feasible_nodes_to_find(None, ids.len());
+    let mut group = c.benchmark_group("single_sequence");
+    group.sample_size(10).measurement_time(Duration::from_secs(3));
+    for mixed in [false, true] {
+        let mut seed = 0xDu64;
+        let mut next = |lo: u64, hi: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            lo + seed % (hi - lo)
+        };
+        let pods: Vec<Arc<PodInfo>> = (0..300)
+            .map(|i| {
+                let (cpu, mem, gpu) =
+                    if mixed { (next(2, 16) * 250, next(1, 16), next(0, 4) == 0) } else { (1000, 2, false) };
+                let (cpu, mem) = (format!("{cpu}m"), format!("{mem}Gi"));
+                let mut req = vec![("cpu", cpu.as_str()), ("memory", mem.as_str())];
+                if gpu {
+                    req.push((GPU, "1"));
+                }
+                pod_asking(&format!("s{i}"), None, None, &req)
+            })
+            .collect();
+        for reuse in [false, true] {
+            let name = format!(
+                "{}/{}",
+                if mixed { "mixed" } else { "identical" },
+                if reuse { "reuse" } else { "plain" }
+            );
+            group.bench_function(name, |b| {
+                b.iter_batched(
+                    || base.clone(),
+                    |mut snap| {
+                        let mut cache = SingleReuse::default();
+                        let mut start = 0;
+                        for p in &pods {
+                            let (found, examined) = if reuse {
+                                find_node_sampled_reusing(&fw, &snap, p, &ids, start, to_find, &mut cache)
+                            } else {
+                                find_node_sampled(&fw, &snap, p, &ids, start, to_find)
+                            };
+                            start = (start + examined) % ids.len();
+                            if let Ok(node) = found {
+                                snap.assume(p.clone(), node);
+                            }
+                        }
+                        snap
+                    },
+                    BatchSize::LargeInput,
+                )
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_find_node,
+    bench_fit_count,
+    bench_tas,
+    bench_placement,
+    bench_single_sequence
+);
 criterion_main!(benches);

@@ -175,6 +175,10 @@ pub struct Engine {
     /// Where the next single pod's sampled node search starts (kube-scheduler's
     /// `nextStartNodeIndex`), so consecutive pods spread their search over the cluster.
     next_start_node_index: usize,
+    /// The last single pod's per-node filter and score results, reused for the next pod
+    /// of the same signature on nodes that did not change (kube-scheduler's opportunistic
+    /// batching, exact: [`crate::schedule_one::SingleReuse`]).
+    single_reuse: crate::schedule_one::SingleReuse,
     /// Objects that could not be read (node names and messages), for the caller to log.
     ingest_errors: Vec<String>,
     /// How PodGroups are decided, chosen once from the configuration.
@@ -245,6 +249,7 @@ impl Engine {
             now_ms: 0,
             pending: Vec::new(),
             next_start_node_index: 0,
+            single_reuse: crate::schedule_one::SingleReuse::default(),
             ingest_errors: Vec::new(),
             strategy: Strategy::new(&config),
             tas: tas_unit::TasState::default(),

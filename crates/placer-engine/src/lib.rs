@@ -156,7 +156,9 @@ pub mod bench {
     pub use crate::placement::{schedule_pod_group, GroupContext};
     pub use crate::plugins::node_resources::fit_count;
     pub use crate::plugins::{placement_framework, pod_framework};
-    pub use crate::schedule_one::find_node;
+    pub use crate::schedule_one::{
+        find_node, find_node_sampled, find_node_sampled_reusing, num_feasible_nodes_to_find, SingleReuse,
+    };
     pub use crate::snapshot::Snapshot;
     pub use crate::tas::{
         find_assignment, find_assignment_in, DomainTree, TasNode, TasProblem, TopologyMode, TopologyRequest,

@@ -182,6 +182,13 @@ fn fit_signature(pod: &PodInfo) -> Option<FitSignature<'_>> {
     })
 }
 
+/// Whether both pods have a fit signature and it is the same: equal filter inputs, and
+/// no inter-pod affinity, topology spread, claims, volumes or `nodeName` (the single-pod
+/// search's reuse across identical pods, `schedule_one::SingleReuse`).
+pub fn same_fit_signature(a: &PodInfo, b: &PodInfo) -> bool {
+    fit_signature(a).is_some_and(|sa| fit_signature(b).is_some_and(|sb| sa == sb))
+}
+
 /// Whether every pod of the cycle has the same node-local filter inputs: equal
 /// [`FitSignature`]s without inter-pod (anti-)affinity, topology spread or host ports. For
 /// such a group, how many pods fit on a node depends only on that node's free resources,

@@ -378,21 +378,41 @@ pub fn score_prepared<'a>(
     snap: &'a Snapshot,
     feasible: &[NodeId],
 ) -> Vec<i64> {
-    let n = feasible.len();
-    let mut totals = vec![0i64; n];
+    let active = pre_score(fw, state, snap, feasible);
+    score_active(fw, state, snap, feasible, &active)
+}
+
+/// PreScore of every score plugin; the indexes of those that did not skip, in order.
+fn pre_score<'a>(
+    fw: &Framework,
+    state: &mut CycleState<'a>,
+    snap: &'a Snapshot,
+    feasible: &[NodeId],
+) -> smallvec::SmallVec<[usize; 8]> {
     for (i, (p, _)) in fw.scores.iter().enumerate() {
         if p.pre_score(state, snap, feasible) == PreResult::Skip {
             state.skip_scores |= 1 << i;
         }
     }
-    let active: smallvec::SmallVec<[usize; 8]> =
-        (0..fw.scores.len()).filter(|i| state.skip_scores & (1 << i) == 0).collect();
+    (0..fw.scores.len()).filter(|i| state.skip_scores & (1 << i) == 0).collect()
+}
+
+/// [`score_prepared`] after PreScore: Score, NormalizeScore and the weighted sum of the
+/// `active` plugins.
+fn score_active(
+    fw: &Framework,
+    state: &CycleState<'_>,
+    snap: &Snapshot,
+    feasible: &[NodeId],
+    active: &[usize],
+) -> Vec<i64> {
+    let n = feasible.len();
+    let mut totals = vec![0i64; n];
     if active.is_empty() || n == 0 {
         return totals;
     }
-    let state: &CycleState<'a> = state;
     let mut column = vec![0i64; n];
-    for &p in &active {
+    for &p in active {
         let (plugin, weight) = &fw.scores[p];
         plugin.score_all(state, snap, feasible, &mut column);
         plugin.normalize(state, feasible, &mut column);
@@ -457,6 +477,9 @@ impl PodScheduler for Framework {
         crate::schedule_one::place_copies(self, snap, pod, nodes, max)
     }
 }
+
+mod reuse;
+pub use reuse::{find_node_sampled_reusing, SingleReuse};
 
 #[cfg(test)]
 mod tests;

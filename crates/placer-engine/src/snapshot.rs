@@ -37,6 +37,11 @@ pub struct NodeState {
     pub allocatable: Resources,
     /// Facts about the node object the filters check on every attempt.
     pub flags: NodeFlags,
+    /// Changes whenever anything in this state changes (pods, allocatable, the node
+    /// object), and is never reused by the snapshot: a cache of per-node results (the
+    /// single-pod search's reuse across identical pods) is exact while the stamp it
+    /// recorded is the node's current one.
+    stamp: u64,
 }
 
 /// Per-node facts read by the filters on every attempt, derived once from the node object.
@@ -75,7 +80,14 @@ impl NodeState {
             pods: Vec::new(),
             pods_with_affinity: 0,
             pods_with_required_anti_affinity: 0,
+            stamp: 0,
         }
+    }
+
+    /// See [`NodeState::stamp`]'s field documentation: equal stamps of the same node id
+    /// mean an unchanged state.
+    pub fn stamp(&self) -> u64 {
+        self.stamp
     }
 
     pub fn name(&self) -> &str {
@@ -181,6 +193,8 @@ pub struct Snapshot {
     dra: dra::DraState,
     /// Namespace labels (pod affinity's `namespaceSelector`).
     namespaces: crate::framework::helper::NamespaceIndex,
+    /// The last [`NodeState::stamp`] handed out.
+    last_stamp: u64,
     /// Claims, volumes, storage classes, CSI nodes and the bindings in flight.
     volumes: volumes::VolumeState,
     /// For each image name in a live node's `status.images`, how many live nodes list it
@@ -299,6 +313,8 @@ impl Snapshot {
     fn with_node<R>(&mut self, id: NodeId, f: impl FnOnce(&mut NodeState) -> R) -> Option<R> {
         let n = self.nodes[id.0 as usize].as_mut()?;
         let (aff, anti) = (n.pods_with_affinity, n.pods_with_required_anti_affinity);
+        self.last_stamp += 1;
+        n.stamp = self.last_stamp;
         let r = f(n);
         self.pods_with_affinity = self.pods_with_affinity + u64::from(n.pods_with_affinity) - u64::from(aff);
         self.pods_with_required_anti_affinity = self.pods_with_required_anti_affinity
@@ -355,6 +371,8 @@ impl Snapshot {
         let info = Arc::new(info);
         if let Some(&id) = self.by_name.get(&info.name) {
             if let Some(n) = self.nodes[id.0 as usize].as_mut() {
+                self.last_stamp += 1;
+                n.stamp = self.last_stamp;
                 if n.info.ready != info.ready
                     || n.info.unschedulable != info.unschedulable
                     || n.info.node.metadata.labels != info.node.metadata.labels
@@ -377,6 +395,8 @@ impl Snapshot {
         self.count_images(&info, true);
         let name = info.name.clone();
         let mut state = NodeState::new(info);
+        self.last_stamp += 1;
+        state.stamp = self.last_stamp;
         for pod in self.orphans.remove(&name).unwrap_or_default() {
             state.add_pod(pod);
         }

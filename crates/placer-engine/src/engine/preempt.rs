@@ -161,7 +161,11 @@ impl Engine {
 
     /// The single-pod cycle's filtering and PostFilter: the nominated node first, then every
     /// node; on failure, per-pod preemption.
-    pub(super) fn find_node_for_single(&mut self, pod: &PodInfo, obs: &mut dyn Observer) -> SingleAttempt {
+    pub(super) fn find_node_for_single(
+        &mut self,
+        pod: &Arc<PodInfo>,
+        obs: &mut dyn Observer,
+    ) -> SingleAttempt {
         let priority = self.nomination_priority(pod);
         let mark = self.assume_nominated_pods(priority, |k| *k == pod.key);
         let nominated = self
@@ -182,13 +186,17 @@ impl Engine {
             self.config.percentage_of_nodes_to_score,
             nodes.len(),
         );
-        let (result, examined) = crate::schedule_one::find_node_sampled(
+        // The previous pod's per-node results are reused where exact (same signature,
+        // nodes unchanged since: `schedule_one::SingleReuse`); the same result as
+        // `find_node_sampled`.
+        let (result, examined) = crate::schedule_one::find_node_sampled_reusing(
             &self.fw,
             &self.snapshot,
             pod,
             nodes,
             self.next_start_node_index,
             to_find,
+            &mut self.single_reuse,
         );
         if !nodes.is_empty() {
             self.next_start_node_index = (self.next_start_node_index + examined) % nodes.len();

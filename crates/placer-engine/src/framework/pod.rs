@@ -61,6 +61,15 @@ pub trait FilterPlugin: Send + Sync {
     }
     /// Whether the pod can run on `node`.
     fn filter(&self, state: &CycleState<'_>, snap: &Snapshot, node: &NodeState) -> FilterResult;
+    /// Whether, for `pod`, this plugin's PreFilter and verdict read nothing but the pod
+    /// (fields its fit signature compares) and the node's own [`NodeState`]: no other
+    /// node, no pod elsewhere, no cluster-wide object, no clock. Lets the single-pod
+    /// search reuse a node's verdict for the next pod of the same signature while the
+    /// node's [`NodeState::stamp`] is unchanged (`schedule_one::SingleReuse`). Default
+    /// `false`: a plugin that does not opt in turns the reuse off while it is active.
+    fn reads_only_pod_and_node(&self, _pod: &PodInfo) -> bool {
+        false
+    }
 }
 
 /// A Score plugin (with its PreScore and NormalizeScore).
@@ -96,6 +105,14 @@ pub trait ScorePlugin: Send + Sync {
     /// [`crate::schedule_one::place_copies`] rescore only the node that received a copy.
     /// Required (no default): a new plugin must decide.
     fn node_local(&self) -> bool;
+    /// Whether PreScore and the raw score read nothing but the pod (fields its fit
+    /// signature compares) and the node's own [`NodeState`] (stricter than
+    /// [`ScorePlugin::node_local`]: not even a cluster-wide count such as an image's
+    /// spread). Lets the single-pod search reuse a node's raw score for the next pod of
+    /// the same signature while the node's stamp is unchanged. Default `false`.
+    fn reads_only_pod_and_node(&self) -> bool {
+        false
+    }
 }
 
 /// Reserve / Unreserve: claims what the pod will use on its node (devices, volumes) once

@@ -70,6 +70,10 @@ impl FilterPlugin for NodeAffinity {
         Dependence::NodeLocal
     }
 
+    fn reads_only_pod_and_node(&self, _pod: &PodInfo) -> bool {
+        true
+    }
+
     fn pre_filter<'a>(
         &self,
         state: &mut CycleState<'a>,
@@ -137,6 +141,10 @@ impl ScorePlugin for NodeAffinity {
 
     /// Reads only the pod and the node.
     fn node_local(&self) -> bool {
+        true
+    }
+
+    fn reads_only_pod_and_node(&self) -> bool {
         true
     }
 

@@ -52,6 +52,11 @@ impl FilterPlugin for NodePorts {
         }
     }
 
+    /// The ports of the node's own pods.
+    fn reads_only_pod_and_node(&self, _pod: &PodInfo) -> bool {
+        true
+    }
+
     fn pre_filter<'a>(
         &self,
         state: &mut CycleState<'a>,

@@ -366,6 +366,10 @@ impl FilterPlugin for NodeResourcesFit {
         }
     }
 
+    fn reads_only_pod_and_node(&self, _pod: &PodInfo) -> bool {
+        true
+    }
+
     fn filter(&self, state: &CycleState<'_>, _snap: &Snapshot, node: &NodeState) -> FilterResult {
         if fits(node, &state.pod.requests) {
             return Ok(());
@@ -397,6 +401,10 @@ impl ScorePlugin for NodeResourcesFit {
 
     /// Reads only the pod and the node.
     fn node_local(&self) -> bool {
+        true
+    }
+
+    fn reads_only_pod_and_node(&self) -> bool {
         true
     }
 
@@ -481,6 +489,10 @@ impl ScorePlugin for BalancedAllocation {
 
     /// Reads only the pod and the node.
     fn node_local(&self) -> bool {
+        true
+    }
+
+    fn reads_only_pod_and_node(&self) -> bool {
         true
     }
 

@@ -23,6 +23,10 @@ impl FilterPlugin for NodeUnschedulable {
         Dependence::NodeLocal
     }
 
+    fn reads_only_pod_and_node(&self, _pod: &PodInfo) -> bool {
+        true
+    }
+
     fn filter(&self, state: &CycleState<'_>, _snap: &Snapshot, node: &NodeState) -> FilterResult {
         if !node.flags.unschedulable {
             return Ok(());

@@ -29,6 +29,10 @@ impl FilterPlugin for TaintToleration {
         Dependence::NodeLocal
     }
 
+    fn reads_only_pod_and_node(&self, _pod: &PodInfo) -> bool {
+        true
+    }
+
     fn filter(&self, state: &CycleState<'_>, _snap: &Snapshot, node: &NodeState) -> FilterResult {
         if !node.flags.has_hard_taints {
             return Ok(());
@@ -54,6 +58,10 @@ impl ScorePlugin for TaintToleration {
 
     /// Reads only the pod and the node.
     fn node_local(&self) -> bool {
+        true
+    }
+
+    fn reads_only_pod_and_node(&self) -> bool {
         true
     }
 

@@ -519,3 +519,149 @@ proptest! {
         prop_assert_eq!(got_examined, want_examined);
     }
 }
+
+/// One step of [`reuse_matches_the_plain_search`]: schedule a pod of a shape, or change
+/// the cluster between pods.
+#[derive(Debug, Clone)]
+enum Step {
+    /// Schedule a pod of shape `0..4`; with nominated pods assumed for the search and
+    /// rolled back after when the flag is set.
+    Schedule(usize, bool),
+    /// Delete the i-th placed pod (modulo their count).
+    Delete(usize),
+    /// Toggle a PreferNoSchedule taint on node i (modulo the node count).
+    Taint(usize),
+}
+
+fn arb_step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        6 => (0usize..4, prop::bool::weighted(0.15)).prop_map(|(s, n)| Step::Schedule(s, n)),
+        1 => (0usize..64).prop_map(Step::Delete),
+        1 => (0usize..64).prop_map(Step::Taint),
+    ]
+}
+
+proptest! {
+    /// The single-pod search with the previous pod's per-node results reused
+    /// (`find_node_sampled_reusing`) decides like `find_node_sampled` for every pod of a
+    /// sequence (runs of identical pods, shapes with a toleration or a preferred zone,
+    /// bindings, deletions, node updates, nominated pods assumed and rolled back), with the
+    /// same nodes examined and the same failures; and it does reuse.
+    #[test]
+    fn reuse_matches_the_plain_search(
+        nodes in prop::collection::vec((1u32..16, 1u32..16, 1u32..6, 0u8..3, 0u8..3), 3..24),
+        steps in prop::collection::vec(arb_step(), 1..60),
+        to_find in 1usize..12,
+        most_allocated in any::<bool>(),
+    ) {
+        use crate::plugins::testing::node_req;
+        let node_of = |i: usize, (c, m, slots, zone, taint): (u32, u32, u32, u8, u8), soft: bool| {
+            let b = node(&format!("n{i:02}"))
+                .cpu(&c.to_string())
+                .mem(&format!("{m}Gi"))
+                .pods(slots)
+                .label("zone", &format!("z{zone}"));
+            let b = if soft { b.taint("spot", "x", "PreferNoSchedule") } else { b };
+            if taint == 2 { b.taint("dedicated", "x", "NoSchedule").build() } else { b.build() }
+        };
+        let mut soft: Vec<bool> = nodes.iter().map(|n| n.4 == 1).collect();
+        let ns = nodes.iter().enumerate().map(|(i, &n)| node_of(i, n, soft[i])).collect();
+        let mut snap = snapshot_with(ns, vec![]);
+        let mut config = SchedulerConfig::default();
+        if most_allocated {
+            config.node_resources_fit_strategy = crate::config::ScoringStrategy::most_allocated();
+        }
+        let fw = crate::plugins::pod_framework(&config);
+        let shape = |s: usize, name: &str| {
+            let b = pod(name).cpu(&format!("{}m", 500 + 500 * (s % 2))).mem("1Gi");
+            match s {
+                2 => b.toleration("spot", "Exists", "", "PreferNoSchedule"),
+                3 => b.preferred_node_term(3, vec![node_req("zone", "In", &["z1"])]),
+                _ => b,
+            }
+            .build()
+        };
+        let mut reuse = SingleReuse::default();
+        let mut placed: Vec<crate::model::PodKey> = Vec::new();
+        let mut start = 0usize;
+        for (k, step) in steps.into_iter().enumerate() {
+            match step {
+                Step::Schedule(s, nominated) => {
+                    let p = Arc::new(shape(s, &format!("p{k}")));
+                    let ids = snap.node_ids().to_vec();
+                    let to_find = to_find.min(ids.len() - 1).max(1);
+                    let mark = snap.checkpoint();
+                    if nominated {
+                        let other = Arc::new(shape(s, &format!("nominated{k}")));
+                        snap.assume(other, ids[k % ids.len()]);
+                    }
+                    let want = find_node_sampled(&fw, &snap, &p, &ids, start, to_find);
+                    let got = find_node_sampled_reusing(&fw, &snap, &p, &ids, start, to_find, &mut reuse);
+                    prop_assert_eq!(&got, &want);
+                    snap.rollback(mark);
+                    start = (start + want.1) % ids.len();
+                    if let Ok(id) = want.0 {
+                        let name = snap.node(id).name().to_string();
+                        snap.upsert_pod(Arc::new(
+                            pod(&format!("p{k}"))
+                                .cpu(&format!("{}m", 500 + 500 * (s % 2)))
+                                .mem("1Gi")
+                                .on(&name)
+                                .build(),
+                        ));
+                        placed.push(p.key.clone());
+                    }
+                }
+                Step::Delete(i) => {
+                    if !placed.is_empty() {
+                        let key = placed.remove(i % placed.len());
+                        snap.remove_pod(&key);
+                    }
+                }
+                Step::Taint(i) => {
+                    let i = i % nodes.len();
+                    soft[i] = !soft[i];
+                    snap.upsert_node(node_of(i, nodes[i], soft[i]));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn identical_pods_reuse_the_unchanged_nodes() {
+    let ns = (0..200).map(|i| node(&format!("n{i:03}")).cpu("64").mem("256Gi").pods(110).build()).collect();
+    let mut snap = snapshot_with(ns, vec![]);
+    let fw = fw();
+    let ids = snap.node_ids().to_vec();
+    let to_find = num_feasible_nodes_to_find(None, ids.len());
+    assert!(to_find < ids.len(), "the search samples");
+    let mut reuse = SingleReuse::default();
+    let mut start = 0;
+    for k in 0..40 {
+        let p = Arc::new(pod(&format!("p{k}")).cpu("1").mem("2Gi").build());
+        let want = find_node_sampled(&fw, &snap, &p, &ids, start, to_find);
+        let got = find_node_sampled_reusing(&fw, &snap, &p, &ids, start, to_find, &mut reuse);
+        assert_eq!(got, want);
+        start = (start + want.1) % ids.len();
+        let name = snap.node(want.0.unwrap()).name().to_string();
+        snap.upsert_pod(Arc::new(pod(&format!("p{k}")).cpu("1").mem("2Gi").on(&name).build()));
+    }
+    // 40 pods x 100 nodes scored: the first pass over the 200 nodes computes, later pods
+    // recompute only the nodes a binding changed.
+    assert!(reuse.hits > 3_000, "hits {} misses {}", reuse.hits, reuse.misses);
+    assert!(reuse.misses < 300, "hits {} misses {}", reuse.hits, reuse.misses);
+    // A pod of another shape runs the plain search and empties the cache; the next pod of
+    // that shape computes every node again (and fills the cache), the one after reuses.
+    let other = |k: usize| Arc::new(pod(&format!("q{k}")).cpu("2").mem("2Gi").build());
+    let (hits, misses) = (reuse.hits, reuse.misses);
+    let got = find_node_sampled_reusing(&fw, &snap, &other(0), &ids, start, to_find, &mut reuse);
+    assert_eq!(got, find_node_sampled(&fw, &snap, &other(0), &ids, start, to_find));
+    assert_eq!((reuse.hits, reuse.misses), (hits, misses), "the plain search, nothing cached");
+    let got = find_node_sampled_reusing(&fw, &snap, &other(1), &ids, start, to_find, &mut reuse);
+    assert_eq!(got, find_node_sampled(&fw, &snap, &other(1), &ids, start, to_find));
+    assert_eq!((reuse.hits, reuse.misses), (hits, misses + to_find as u64), "computed and cached");
+    let got = find_node_sampled_reusing(&fw, &snap, &other(2), &ids, start, to_find, &mut reuse);
+    assert_eq!(got, find_node_sampled(&fw, &snap, &other(2), &ids, start, to_find));
+    assert_eq!(reuse.hits, hits + to_find as u64, "reused");
+}

@@ -12,8 +12,9 @@
 //! latency (default `5ms`). For each run it prints, from the API server's own log:
 //! `bind span` (first to last binding handled: the wall time the bindings took after the
 //! decision), `created->bound` (the last pod's creation to the last binding: watch,
-//! decision and bindings) and bindings per second. It checks what it measures: every pod
-//! bound exactly once, all in one rack.
+//! decision and bindings) and bindings per second, then the API requests the server handled
+//! during the bind span by kind (what competes with the bindings for the server). It checks
+//! what it measures: every pod bound exactly once, all in one rack.
 
 #[path = "../tests/bed/mod.rs"]
 mod bed;
@@ -33,6 +34,18 @@ struct Figures {
     span: f64,
     created_to_bound: f64,
     per_second: f64,
+    /// API requests the server handled during the bind span, by kind (`POST
+    /// pods/binding`, `PUT pods/status`, ...), most frequent first.
+    during: Vec<(String, usize)>,
+}
+
+/// `VERB resource[/subresource]` of a logged request (`GET pods` for a read, `LIST`,
+/// `WATCH` for collections).
+fn request_kind(r: &bed::Logged) -> String {
+    match r.rbac() {
+        Some((_, resource, verb)) => format!("{} {resource}", verb.to_uppercase()),
+        None => format!("{} {}", r.method, r.path),
+    }
 }
 
 fn env_or(key: &str, default: &str) -> String {
@@ -108,7 +121,18 @@ fn run(variant: &Variant, pods: usize, latency: &str) -> Figures {
         .map(|r| r.at)
         .fold(f64::NAN, f64::max);
     let span = last - first;
-    Figures { span, created_to_bound: last - last_created, per_second: (pods - 1) as f64 / span.max(1e-9) }
+    let mut during: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for r in bed.requests().iter().filter(|r| r.at >= first && r.at <= last) {
+        *during.entry(request_kind(r)).or_default() += 1;
+    }
+    let mut during: Vec<(String, usize)> = during.into_iter().collect();
+    during.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Figures {
+        span,
+        created_to_bound: last - last_created,
+        per_second: (pods - 1) as f64 / span.max(1e-9),
+        during,
+    }
 }
 
 fn main() {
@@ -151,5 +175,7 @@ fn main() {
     for v in &variants {
         let f = run(v, pods, &latency);
         println!("{:<44} {:>13.3} {:>15.3} {:>11.0}", v.name, f.span, f.created_to_bound, f.per_second);
+        let during: Vec<String> = f.during.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        println!("  requests during the span: {}", during.join(", "));
     }
 }

@@ -76,7 +76,8 @@ impl CpuSampler {
         let thread = std::thread::spawn(move || {
             let mut samples = Vec::new();
             while !flag.load(Ordering::SeqCst) {
-                let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()) % 86_400.0;
+                let now =
+                    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()) % 86_400.0;
                 match pids.iter().map(|p| cpu_seconds(*p)).collect::<Option<Vec<f64>>>() {
                     Some(cpu) => samples.push((now, cpu)),
                     None => break,

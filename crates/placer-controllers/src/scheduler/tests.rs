@@ -568,11 +568,8 @@ fn only_a_nomination_followed_at_once_by_its_binding_is_dropped() {
     let key = |n: &str| PodKey::new("default", n);
     let nominate = |p: &str, n: Option<&str>| Decision::Nominate { pod: key(p), node: n.map(String::from) };
     let bind = |p: &str, n: &str| Decision::Bind { pod: key(p), uid: String::new(), node: n.into() };
-    let between = Decision::PodGroupAnnotation {
-        group: GroupKey::new("default", "pg"),
-        key: "k".into(),
-        value: None,
-    };
+    let between =
+        Decision::PodGroupAnnotation { group: GroupKey::new("default", "pg"), key: "k".into(), value: None };
     let decisions = vec![
         nominate("a", Some("n1")),
         bind("a", "n1"),

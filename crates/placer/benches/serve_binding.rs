@@ -56,11 +56,14 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
     Some(ticks / 100.0)
 }
 
+/// A sample: seconds since midnight UTC, then the CPU seconds of each process.
+type Sample = (f64, Vec<f64>);
+
 /// Samples the CPU time of some processes every 10 ms, stamped like the logs (seconds
 /// since midnight UTC), until dropped.
 struct CpuSampler {
     stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Vec<(f64, Vec<f64>)>>>,
+    thread: Option<std::thread::JoinHandle<Vec<Sample>>>,
 }
 
 impl Drop for CpuSampler {

@@ -16,7 +16,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use placer_cluster::embedded::{Counters, EmbeddedCluster, EPOCH_UNIX_MS};
-use placer_cluster::{ClusterStore, WatchEvent};
+use placer_cluster::{ClusterStore, Kind, WatchEvent};
 use tokio::sync::watch;
 
 use crate::events::EventRecorder;
@@ -125,6 +125,11 @@ pub struct Shared {
     rendered: Mutex<VecDeque<(u64, Arc<str>)>>,
     /// Signalled on every API write (the controller thread waits on it).
     pub control: Condvar,
+    /// Per kind (`Kind as usize`): a resourceVersion at or after its last change that
+    /// watchers were told of. Set before `changes` moves past the change, so a watcher
+    /// that reads `changes` and then finds its kind's entry at or below its position has
+    /// nothing to send and need not take the store's lock ([`Shared::changed_since`]).
+    kind_latest: [AtomicU64; Kind::ALL.len()],
     changes: watch::Sender<u64>,
     /// Turns true when the server shuts down (watches end).
     closing: watch::Sender<bool>,
@@ -143,6 +148,7 @@ impl Shared {
             durable: AtomicU64::new(rv),
             latest: AtomicU64::new(rv),
             rendered: Mutex::new(VecDeque::new()),
+            kind_latest: std::array::from_fn(|_| AtomicU64::new(rv)),
             inner: Mutex::new(inner),
             control: Condvar::new(),
             changes,
@@ -192,6 +198,13 @@ impl Shared {
         if rv == inner.notified_rv {
             return false;
         }
+        if !self.persistent {
+            // Told at once below: the kinds first.
+            match inner.store.log_since(inner.notified_rv) {
+                Ok(events) => self.note_kinds(events.iter()),
+                Err(_) => Kind::ALL.iter().for_each(|k| self.note_kind(*k, rv)),
+            }
+        }
         if self.persistent {
             let counters = inner.store.counters();
             let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
@@ -234,6 +247,24 @@ impl Shared {
         rendered.get(i).filter(|(at, _)| *at == rv).map(|(_, text)| text.clone())
     }
 
+    /// Whether a change of `kind` after resourceVersion `pos` may have been announced to
+    /// watchers (false: every change of `kind` watchers were told of is at or before `pos`).
+    /// Read `subscribe`'s value first, then this: false means nothing of `kind` up to that
+    /// value is newer than `pos`.
+    pub fn changed_since(&self, kind: Kind, pos: u64) -> bool {
+        self.kind_latest[kind as usize].load(Ordering::SeqCst) > pos
+    }
+
+    fn note_kind(&self, kind: Kind, rv: u64) {
+        self.kind_latest[kind as usize].fetch_max(rv, Ordering::SeqCst);
+    }
+
+    fn note_kinds<'a>(&self, events: impl Iterator<Item = &'a WatchEvent>) {
+        for e in events {
+            self.note_kind(e.object.kind(), e.resource_version);
+        }
+    }
+
     /// [`Shared::sync`] up to the latest announced change (what a read may have seen).
     pub fn sync_latest(&self) {
         self.sync(self.latest.load(Ordering::SeqCst));
@@ -258,6 +289,7 @@ impl Shared {
                 rendered.pop_front();
             }
         }
+        self.note_kinds(events.iter().map(|(e, _)| e));
         self.durable.fetch_max(last, Ordering::SeqCst);
         self.changes.send_modify(|v| *v = (*v).max(last));
     }
@@ -373,6 +405,30 @@ mod tests {
         }
         assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
         assert_eq!(Journal::load(&path).unwrap().objects().count(), 240);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A watcher of a kind that did not change since its position may skip the store.
+    #[test]
+    fn changes_are_announced_per_kind() {
+        let dir = std::env::temp_dir().join(format!("placer-kinds-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("state.jsonl");
+        for persistent in [false, true] {
+            let store = EmbeddedCluster::new();
+            let journal = persistent.then(|| Journal::create(&path, &store).unwrap());
+            let shared = Shared::new(Inner::new(store, EventRecorder::new("t"), Clock::new(0, 1.0), journal));
+            let start = *shared.subscribe().borrow();
+            let rv = shared.write(|inner| {
+                inner.store.create(pod("a")).unwrap();
+                inner.store.resource_version()
+            });
+            let changes = shared.subscribe();
+            assert!(*changes.borrow() >= rv, "persistent {persistent}");
+            assert!(shared.changed_since(Kind::Pod, start), "persistent {persistent}");
+            assert!(!shared.changed_since(Kind::Pod, rv), "persistent {persistent}");
+            assert!(!shared.changed_since(Kind::Node, start), "persistent {persistent}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -693,9 +693,14 @@ impl Controller for CronJobController {
         let clock = Clock::new(store.now_ms(), &store.now());
         if self.initialized {
             for event in store.watch_kinds_since(self.seen_rv, &[Kind::CronJob, Kind::Job]) {
-                self.seen_rv = self.seen_rv.max(event.resource_version);
                 self.apply(event.kind, event.object);
             }
+            // Read through the store's version, not just through the last CronJob or Job
+            // change: otherwise, with no CronJobs, every pass reads the whole log since
+            // start again, and once the log is compacted past that point the store
+            // rebuilds it from a copy of every object (in `placer cluster`, under the lock
+            // every API request takes, after every write).
+            self.seen_rv = store.resource_version();
         } else {
             self.seen_rv = store.resource_version();
             for obj in store.list(Kind::CronJob).into_iter().chain(store.list(Kind::Job)) {
@@ -737,6 +742,26 @@ mod tests {
 
     fn next(s: &str, after: i64) -> i64 {
         Schedule::parse(s).unwrap().next_after(after).unwrap()
+    }
+
+    /// Changes of other kinds move the controller's read position too, so a log
+    /// compacted after them is never read from before its floor.
+    #[test]
+    fn reads_through_changes_of_other_kinds() {
+        use placer_cluster::embedded::EmbeddedCluster;
+        let mut store = EmbeddedCluster::new();
+        let mut c = CronJobController::new();
+        c.reconcile(&mut store).unwrap();
+        for name in ["a", "b", "c"] {
+            let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "image": "x"}]}});
+            store.create(Object::from_json(Kind::Pod, pod).unwrap()).unwrap();
+        }
+        c.reconcile(&mut store).unwrap();
+        assert_eq!(c.seen_rv, store.resource_version());
+        store.compact_log(store.resource_version());
+        assert!(store.log_since(c.seen_rv).is_ok(), "the next pass reads the log, not a copy of the store");
     }
 
     #[test]

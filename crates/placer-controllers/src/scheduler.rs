@@ -26,6 +26,8 @@
 //! the pod belongs to a gang, the gang's bindings not sent yet are cancelled and those
 //! members requeued too, so the group is decided again as a whole instead of being bound
 //! piecemeal (members already bound stay bound and count towards `minCount` next time).
+//! As in kube-scheduler's binding cycle, a pod bound at once gets no `nominatedNodeName`
+//! write first (see [`without_prebinding_nominations`]).
 //!
 //! PodGroups get events derived from the engine's decisions: `Scheduled` when the group's
 //! `PodGroupScheduled` condition turns true, `FailedScheduling` (Warning, with the reason
@@ -666,6 +668,7 @@ impl Controller for SchedulerController {
         }
         let mut failed_binds = BTreeSet::new();
         if self.dispatcher.is_some() {
+            let decisions = without_prebinding_nominations(decisions);
             let mut staged = BTreeMap::new();
             let mut view = Staged { inner: &mut *store, staged: &mut staged };
             for decision in decisions {
@@ -709,6 +712,38 @@ impl Controller for SchedulerController {
     fn next_retry_ms(&self) -> Option<u64> {
         self.engine.next_backoff_ms()
     }
+}
+
+/// The decisions to carry out in a binding cycle of kube-scheduler's shape: a
+/// `nominatedNodeName` written for a pod whose binding to that node follows at once is
+/// dropped.
+///
+/// kube-scheduler (v1.36, `NominatedNodeNameForExpectation`, KEP-5278) writes the nominated
+/// node at the start of a binding cycle only when the binding will wait, because a Permit
+/// plugin waits or a PreBind plugin has work ("otherwise the pod will be soon bound
+/// anyway"), and a PodGroup cycle that succeeds sends its pods straight to binding without
+/// a nomination. The engine nominates the members of a chosen placement; a nomination
+/// that is directly followed by the same pod's `Bind` to the same node had neither: PreBind's
+/// claim and volume writes come between the two, and a binding held for device binding
+/// conditions is not emitted in the pass. With a dispatcher the write would only race the
+/// binding (a 409 and a second write after it), one more API request per pod for nothing.
+/// Nominations of pods that wait (preemption, binding conditions, PreBind writes) stay.
+fn without_prebinding_nominations(decisions: Vec<Decision>) -> Vec<Decision> {
+    let mut out = Vec::with_capacity(decisions.len());
+    let mut it = decisions.into_iter().peekable();
+    while let Some(d) = it.next() {
+        if let Decision::Nominate { pod, node: Some(node) } = &d {
+            let bound_at_once = matches!(
+                it.peek(),
+                Some(Decision::Bind { pod: p, node: n, .. }) if p == pod && n == node
+            );
+            if bound_at_once {
+                continue;
+            }
+        }
+        out.push(d);
+    }
+    out
 }
 
 /// The engine's view of a watch event (kinds the scheduler does not read give `None`).

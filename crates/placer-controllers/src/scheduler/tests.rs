@@ -499,3 +499,95 @@ fn status_changes_of_one_pass_become_one_write_per_object() {
     let g = group_condition(&store, "pg").unwrap();
     assert_eq!((g.status.as_str(), g.reason.as_str()), ("False", "Unschedulable"));
 }
+
+fn rack_node(store: &mut dyn ClusterStore, name: &str, rack: &str) {
+    create(
+        store,
+        Kind::Node,
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"rack": rack}},
+               "status": {"allocatable": {"cpu": "4", "pods": "32"}}}),
+    );
+}
+
+fn racks_and_a_rack_gang() -> EmbeddedCluster {
+    let mut store = EmbeddedCluster::new();
+    rack_node(&mut store, "a1", "rack-a");
+    rack_node(&mut store, "b1", "rack-b");
+    create(
+        &mut store,
+        Kind::PodGroup,
+        json!({"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+               "metadata": {"name": "pg", "namespace": "default"},
+               "spec": {"schedulingPolicy": {"gang": {"minCount": 3}},
+                        "schedulingConstraints": {"topology": [{"key": "rack"}]}}}),
+    );
+    for i in 1..=3 {
+        pod(&mut store, &format!("p{i}"), "1", Some("pg"));
+    }
+    store
+}
+
+#[test]
+fn with_a_dispatcher_a_placed_gang_is_bound_without_nominated_node_writes() {
+    // The engine nominates the members of the chosen placement ...
+    let mut sync = controller();
+    let mut copy = racks_and_a_rack_gang();
+    settle(&mut sync, &mut copy);
+    let nominated = |s: &EmbeddedCluster| {
+        (1..=3)
+            .filter(|i| {
+                s.get(&ObjectRef::new(Kind::Pod, "default", format!("p{i}")))
+                    .and_then(|o| o.as_pod().and_then(|p| p.status.as_ref()?.nominated_node_name.clone()))
+                    .is_some()
+            })
+            .count()
+    };
+    assert_eq!(nominated(&copy), 3, "the synchronous driver writes the nominations");
+
+    // ... but with a dispatcher the binding follows at once, so only the bindings and the
+    // PodGroup's condition are written (kube-scheduler's binding cycle).
+    let mut store = racks_and_a_rack_gang();
+    let d = FakeDispatcher::default();
+    let mut c = async_controller(&d, Box::new(placer_engine::NoopObserver));
+    c.reconcile(&mut store).unwrap();
+    assert_eq!(d.queued(), 3);
+    let statuses: Vec<ObjectRef> =
+        d.state.lock().unwrap().statuses.iter().map(|c| c.object.object_ref()).collect();
+    assert_eq!(statuses, [ObjectRef::new(Kind::PodGroup, "default", "pg")]);
+    d.write_statuses(&mut store);
+    d.send(&mut store, usize::MAX);
+    settle(&mut c, &mut store);
+    let racks: BTreeSet<Option<String>> = (1..=3).map(|i| node_of(&store, &format!("p{i}"))).collect();
+    assert_eq!(racks.len(), 1, "one node of one rack here: {racks:?}");
+    assert!(racks.iter().all(Option::is_some));
+    assert_eq!(nominated(&store), 0);
+}
+
+#[test]
+fn only_a_nomination_followed_at_once_by_its_binding_is_dropped() {
+    let key = |n: &str| PodKey::new("default", n);
+    let nominate = |p: &str, n: Option<&str>| Decision::Nominate { pod: key(p), node: n.map(String::from) };
+    let bind = |p: &str, n: &str| Decision::Bind { pod: key(p), uid: String::new(), node: n.into() };
+    let between =
+        Decision::PodGroupAnnotation { group: GroupKey::new("default", "pg"), key: "k".into(), value: None };
+    let decisions = vec![
+        nominate("a", Some("n1")),
+        bind("a", "n1"),
+        // A write between (PreBind's claim or volume writes): the binding waits.
+        nominate("b", Some("n1")),
+        between.clone(),
+        bind("b", "n1"),
+        // Another node, another pod, a cleared nomination, no binding: kept.
+        nominate("c", Some("n1")),
+        bind("c", "n2"),
+        nominate("d", Some("n1")),
+        bind("e", "n1"),
+        nominate("f", None),
+        bind("f", "n1"),
+        nominate("g", Some("n1")),
+    ];
+    let kept = without_prebinding_nominations(decisions.clone());
+    let mut expected = decisions;
+    expected.remove(0);
+    assert_eq!(kept, expected);
+}

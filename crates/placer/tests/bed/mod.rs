@@ -363,6 +363,11 @@ impl Bed {
         self.start_cluster();
     }
 
+    /// The process id of the running `placer cluster`.
+    pub fn cluster_pid(&self) -> Option<u32> {
+        self.cluster.as_ref().map(Child::id)
+    }
+
     /// Every `placer cluster` log so far.
     pub fn cluster_log(&self) -> String {
         self.cluster_logs.iter().map(|p| std::fs::read_to_string(p).unwrap_or_default()).collect()

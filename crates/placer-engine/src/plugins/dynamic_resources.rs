@@ -81,7 +81,9 @@ impl FilterPlugin for DynamicResources {
         if pod.view.resource_claims.is_empty() {
             Dependence::NodeLocal
         } else {
-            Dependence::ExtraCapacity
+            // Counted by copy counting only where the claims' devices allow it exactly
+            // (`DraState::copy_claims`, `DraState::node_copies`).
+            Dependence::Devices
         }
     }
 

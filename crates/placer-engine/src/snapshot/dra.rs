@@ -16,6 +16,7 @@
 
 mod allocator;
 pub mod cel;
+mod copies;
 mod index;
 mod shared;
 
@@ -30,6 +31,7 @@ use placer_api::k8s::api::resource::v1::{
 use placer_api::k8s::api::scheduling::v1alpha2::PodGroup;
 use rustc_hash::FxHashSet;
 
+pub use copies::CopyClaims;
 pub use index::DeviceDemand;
 use index::{held_devices, InUseIndex, SliceCache};
 

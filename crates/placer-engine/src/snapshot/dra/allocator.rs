@@ -405,6 +405,18 @@ impl DraState {
         in_use: &FxHashSet<DeviceId>,
         limit: i64,
     ) -> i64 {
+        self.count_copies(claims, node, in_use, limit).0
+    }
+
+    /// [`DraState::copies`], and whether it stopped on an allocator error (a selector
+    /// that does not evaluate) rather than on a node without a solution.
+    pub(super) fn count_copies(
+        &self,
+        claims: &[&ClaimEntry],
+        node: &NodeStatic,
+        in_use: &FxHashSet<DeviceId>,
+        limit: i64,
+    ) -> (i64, bool) {
         // Only the node's candidates are ever looked up in the set, unless one of them
         // consumes counters: then every device of its pool is (`counters_of`).
         let cands = self.candidates(node);
@@ -416,7 +428,11 @@ impl DraState {
         let mut extra = SharedUse::default();
         let mut n = 0;
         while n < limit {
-            let Ok(Some(results)) = self.allocate_with(claims, node, &used, Some(&extra)) else { break };
+            let results = match self.allocate_with(claims, node, &used, Some(&extra)) {
+                Ok(Some(results)) => results,
+                Ok(None) => break,
+                Err(_) => return (n, true),
+            };
             let before = used.len();
             let mut shared_taken = false;
             for r in results.iter().flat_map(|a| a.devices.iter().flat_map(|d| d.results.iter().flatten())) {
@@ -435,10 +451,10 @@ impl DraState {
             n += 1;
             if used.len() == before && !shared_taken {
                 // Nothing taken (admin access only): every copy fits.
-                return limit;
+                return (limit, false);
             }
         }
-        n
+        (n, false)
     }
 
     /// The devices whose slice (or, with per-device node selection, the device itself)

@@ -115,7 +115,7 @@ pub fn tolerates(t: &DeviceToleration, taint: &DeviceTaint) -> bool {
 }
 
 /// Every taint of the device that has an effect (`NoSchedule`, `NoExecute`) is tolerated.
-fn taints_tolerated(d: &Device, tolerations: &[DeviceToleration]) -> bool {
+pub(super) fn taints_tolerated(d: &Device, tolerations: &[DeviceToleration]) -> bool {
     d.taints
         .iter()
         .flatten()
@@ -236,18 +236,7 @@ impl DraState {
                     let mut matching = Vec::new();
                     let mut consumed = FxHashMap::default();
                     for (k, c) in cands.iter().enumerate() {
-                        let env = DeviceEnv { driver: &c.id.0, device: c.device };
-                        // The class's verdict as cached for this device (see `index.rs`),
-                        // else evaluated.
-                        let by_class = match c.cache.and_then(|sc| sc.verdict(v.class, c.index)) {
-                            Some(cached) => cached.clone()?,
-                            None => class_selectors_match(v.class, class, &env, &c.id)?,
-                        };
-                        let ok = by_class
-                            && selectors_match(own, &env, |i, m| {
-                                format!("claim {}: selector #{i} on device {}: {m}", entry.key, show(&c.id))
-                            })?;
-                        if !ok {
+                        if !device_matches(entry, v.class, class, own, c)? {
                             continue;
                         }
                         // Capacity: what the request takes of the device must fit (and
@@ -576,6 +565,28 @@ fn selectors_match(
         }
     }
     Ok(true)
+}
+
+/// Whether candidate `c` is selected by DeviceClass `class` (named `name`) and by the
+/// request's own compiled selectors `own` of claim `entry`; `Err`: the allocator's message
+/// for a selector that does not evaluate.
+pub(super) fn device_matches(
+    entry: &ClaimEntry,
+    name: &str,
+    class: &ClassEntry,
+    own: &[Result<Expr, CelError>],
+    c: &Cand<'_>,
+) -> Result<bool, String> {
+    let env = DeviceEnv { driver: &c.id.0, device: c.device };
+    // The class's verdict as cached for this device (see `index.rs`), else evaluated.
+    let by_class = match c.cache.and_then(|sc| sc.verdict(name, c.index)) {
+        Some(cached) => cached.clone()?,
+        None => class_selectors_match(name, class, &env, &c.id)?,
+    };
+    Ok(by_class
+        && selectors_match(own, &env, |i, m| {
+            format!("claim {}: selector #{i} on device {}: {m}", entry.key, show(&c.id))
+        })?)
 }
 
 /// Upstream's `createNodeSelector`: a node-local device (or one that `bindsToNode`) pins

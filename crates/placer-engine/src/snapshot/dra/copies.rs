@@ -27,7 +27,8 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashSet;
 
-use super::{ClaimEntry, DeviceId, DraState};
+use super::allocator::{alternatives, device_matches, taints_tolerated, RequestView};
+use super::{ClaimEntry, ClassEntry, DeviceId, DraState};
 use crate::model::{NodeStatic, PodInfo};
 
 /// The claims of a group's first member when copy counting may count them (see the
@@ -112,7 +113,8 @@ impl DraState {
         in_use: &FxHashSet<DeviceId>,
         limit: u32,
     ) -> Option<u32> {
-        let node_local_only = self.candidates(node).iter().all(|c| {
+        let cands = self.candidates(node);
+        let node_local_only = cands.iter().all(|c| {
             c.slice.spec.node_name.as_deref() == Some(node.name.as_str())
                 && c.slice.spec.per_device_node_selection != Some(true)
                 && !c.multi
@@ -121,11 +123,53 @@ impl DraState {
         if !node_local_only {
             return None;
         }
+        if let Some((entry, class, count)) = self.one_exact_request(claims) {
+            // One request for `count` devices: each copy takes the first `count` free
+            // devices it matches, so the copies are the matching free devices / `count`.
+            let (view, own) = (&entry.request_view()?, entry.selectors.first()?.first()?);
+            let mut free = 0u32;
+            for c in cands.iter().filter(|c| !in_use.contains(&c.id)) {
+                let usable = device_matches(entry, view.class, class, own, c).ok()?
+                    && taints_tolerated(c.device, view.tolerations)
+                    && (self.disabled.consumable_capacity
+                        || super::shared::consumed(c.device, None).is_some());
+                free += u32::from(usable);
+            }
+            return Some((free / count).min(limit));
+        }
         let refs: Vec<&ClaimEntry> = claims.0.iter().map(|c| &**c).collect();
         match self.count_copies(&refs, node, in_use, i64::from(limit)) {
             // An allocator error is the filter's error, not a count.
             (_, true) => None,
             (n, false) => u32::try_from(n).ok(),
+        }
+    }
+}
+
+impl DraState {
+    /// The claim, its class and count when `claims` are one claim with one `exactly`
+    /// request of `ExactCount` devices, without admin access, capacity requests or
+    /// constraints (then the allocator takes the first `count` usable devices it matches).
+    fn one_exact_request<'c>(&self, claims: &'c CopyClaims) -> Option<(&'c ClaimEntry, &ClassEntry, u32)> {
+        let [entry] = claims.0.as_slice() else { return None };
+        let view = entry.request_view()?;
+        let devices = entry.claim.spec.devices.as_ref()?;
+        let simple = matches!(view.mode, None | Some("ExactCount"))
+            && !view.admin_access
+            && view.capacity.is_none()
+            && devices.constraints.as_ref().is_none_or(|c| c.is_empty());
+        let count = u32::try_from(view.count.unwrap_or(1)).ok().filter(|c| *c > 0)?;
+        let class = self.classes.get(view.class)?;
+        simple.then_some((&**entry, &**class, count))
+    }
+}
+
+impl ClaimEntry {
+    /// The claim's only request when it has one, and it is `exactly`.
+    fn request_view(&self) -> Option<RequestView<'_>> {
+        match super::requests(&self.claim) {
+            [one] if one.exactly.is_some() => alternatives(one).into_iter().next(),
+            _ => None,
         }
     }
 }

@@ -18,6 +18,7 @@ mod allocator;
 pub mod cel;
 mod copies;
 mod index;
+mod pools;
 mod shared;
 
 use allocator::alternatives;
@@ -131,6 +132,8 @@ pub struct DraState {
     cache: BTreeMap<String, SliceCache>,
     /// The v1.36 DRA features turned off by feature gates (all on by default).
     pub disabled: DisabledFeatures,
+    /// Pools whose newest generation is incomplete or may be invalid (see `pools.rs`).
+    troubled: BTreeMap<pools::PoolKey, pools::PoolTrouble>,
 }
 
 /// DRA features a configuration turned off (`DRAPartitionableDevices`,
@@ -198,6 +201,7 @@ impl DraState {
             let s = &c.slice.spec;
             c.current = self.newest.get(&(s.driver.clone(), s.pool.name.clone())) == Some(&s.pool.generation);
         }
+        self.refresh_troubles();
     }
     /// A claim as the store has it; an allocation seen there supersedes the pending one.
     pub fn upsert_claim(&mut self, claim: Arc<ResourceClaim>) {

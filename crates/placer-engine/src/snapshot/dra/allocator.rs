@@ -262,6 +262,24 @@ impl DraState {
                             ))
                         }
                     };
+                    if all {
+                        // "All" cannot be known while a pool reaching the node is
+                        // incomplete or invalid (upstream's validateDeviceRequest).
+                        let problems = self.pool_problems(node);
+                        let first = problems
+                            .incomplete
+                            .iter()
+                            .map(|k| (k, "being updated"))
+                            .chain(problems.invalid.iter().map(|k| (k, "invalid")))
+                            .min();
+                        if let Some((pool, state)) = first {
+                            return Err(format!(
+                                "claim {}, request {name}: asks for all devices, but resource pool {} is currently {state}",
+                                entry.key,
+                                super::pools::show_pool(pool)
+                            ));
+                        }
+                    }
                     let count = if all {
                         matching.len()
                     } else {
@@ -462,8 +480,13 @@ impl DraState {
         names.sort();
         let mut out = Vec::new();
         let off = self.disabled;
+        // Nothing is allocated from incomplete or invalid pools (see `pools.rs`).
+        let problems = self.pool_problems(node);
         for name in names {
             let Some(s) = self.slices.get(name) else { continue };
+            if problems.excludes(&s.spec.driver, &s.spec.pool.name) {
+                continue;
+            }
             let counters = s.spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty());
             if off.partitionable_devices && (s.spec.per_device_node_selection.is_some() || counters) {
                 continue;
@@ -522,7 +545,7 @@ impl DraState {
 
 impl DraState {
     /// The counters of pool (`driver`, `pool`): every slice of its newest generation.
-    fn counters_of(
+    pub(super) fn counters_of(
         &self,
         driver: &str,
         pool: &str,

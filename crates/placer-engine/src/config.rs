@@ -68,6 +68,12 @@ pub struct SchedulerConfig {
     pub node_affinity_added: Option<std::sync::Arc<placer_api::k8s::api::core::v1::NodeAffinity>>,
     /// `InterPodAffinityArgs`.
     pub inter_pod_affinity: args::InterPodAffinityConfig,
+    /// `PodTopologySpreadArgs.defaultingType` / `defaultConstraints` (default `System`).
+    pub spread_defaulting: args::SpreadDefaulting,
+    /// `DefaultPreemptionArgs`: how many candidate nodes per-pod preemption looks for.
+    pub preemption_candidates: args::PreemptionCandidates,
+    /// `VolumeBindingArgs`.
+    pub volume_binding: args::VolumeBindingConfig,
 }
 
 /// Kueue's ClusterQueue `preemption.withinClusterQueue`: the candidates of Kueue-mode
@@ -290,6 +296,9 @@ impl Default for SchedulerConfig {
             balanced_allocation_resources: vec![("cpu".to_string(), 1), ("memory".to_string(), 1)],
             node_affinity_added: None,
             inter_pod_affinity: args::InterPodAffinityConfig::default(),
+            spread_defaulting: args::SpreadDefaulting::default(),
+            preemption_candidates: args::PreemptionCandidates::default(),
+            volume_binding: args::VolumeBindingConfig::default(),
         }
     }
 }

@@ -44,7 +44,7 @@ pub(crate) mod snapshot;
 pub(crate) mod strategy;
 pub(crate) mod tas;
 
-pub use config::args::{InterPodAffinityConfig, NodeResourcesFitArgs, PluginConfigEntry};
+pub use config::args::{ArgsError, InterPodAffinityConfig, NodeResourcesFitArgs, PluginConfigEntry};
 pub use config::{
     ExtensionPoint, PlacementSearch, PluginRef, PluginSet, PluginsConfig, SchedulerConfig, ScoringStrategy,
     TopologyAlgorithm, TopologyAlgorithms, WithinClusterQueue,
@@ -78,11 +78,13 @@ pub fn check_profile(config: &SchedulerConfig) -> Result<(), UnknownPlugin> {
 /// Applies a profile's `pluginConfig` entries (KubeSchedulerConfiguration's
 /// `profiles[].pluginConfig`, at field path `path`) to `config`, with kube-scheduler's
 /// defaulting and validation messages; plugins declare their arguments in the registry.
+/// Set `config.gates` first: some arguments are defaulted and validated by them. Each
+/// error names its plugin and field; the caller adds the file and the profile.
 pub fn apply_plugin_config(
     config: &mut SchedulerConfig,
     entries: &[PluginConfigEntry],
     path: &str,
-) -> Result<(), Vec<String>> {
+) -> Result<(), Vec<ArgsError>> {
     config::args::apply_plugin_config(config, entries, path)
 }
 

@@ -520,13 +520,17 @@ pub fn validate(raw: FileConfig, file: &Path) -> Result<ServeSettings, ConfigErr
     };
     if let Err(errs) = placer_engine::apply_plugin_config(&mut scheduler, &raw.plugin_config, "pluginConfig")
     {
-        // One problem: `file: field: message`; several: each with its own field.
+        // `file: profile "name": plugin P: field: message`; several: each with its own
+        // plugin and field.
+        let named = |e: &placer_engine::ArgsError| {
+            format!("profile {scheduler_name:?}: plugin {}: {}", e.plugin, e.field)
+        };
         return Err(match errs.as_slice() {
-            [one] => {
-                let (field, message) = one.split_once(": ").unwrap_or(("pluginConfig", one.as_str()));
-                c.err(field, message)
-            }
-            _ => c.err("pluginConfig", errs.join("; ")),
+            [one] => c.err(named(one), one.message.clone()),
+            _ => c.err(
+                format!("profile {scheduler_name:?}: pluginConfig"),
+                errs.iter().map(|e| format!("plugin {}: {e}", e.plugin)).collect::<Vec<_>>().join("; "),
+            ),
         });
     }
 
@@ -703,7 +707,7 @@ mod tests {
         );
         assert_eq!(
             parse_err("pluginConfig:\n- name: NodeResourcesFit\n  args: {scoringStrategy: {type: Bogus}}\n"),
-            "placer.yaml: pluginConfig[0].args.scoringStrategy.type: Unsupported value: \"Bogus\": supported values: \"LeastAllocated\", \"MostAllocated\", \"RequestedToCapacityRatio\""
+            "placer.yaml: profile \"placer\": plugin NodeResourcesFit: pluginConfig[0].args.scoringStrategy.type: Unsupported value: \"Bogus\": supported values: \"LeastAllocated\", \"MostAllocated\", \"RequestedToCapacityRatio\""
         );
         assert!(parse_err(
             "nodeResourcesFitStrategy: {type: MostAllocated}\npluginConfig:\n- name: NodeResourcesFit\n  args: {}\n"

@@ -235,8 +235,9 @@ pub fn scheduler_config(s: &Scenario) -> Result<SchedulerConfig, String> {
         }
     }
     placer_engine::check_profile(&c).map_err(|e| e.to_string())?;
-    placer_engine::apply_plugin_config(&mut c, &p.plugin_config, "scheduler.profile.pluginConfig")
-        .map_err(|errs| errs.join("; "))?;
+    placer_engine::apply_plugin_config(&mut c, &p.plugin_config, "scheduler.profile.pluginConfig").map_err(
+        |errs| errs.iter().map(|e| format!("plugin {}: {e}", e.plugin)).collect::<Vec<_>>().join("; "),
+    )?;
     Ok(c)
 }
 

@@ -508,17 +508,18 @@ fn validate_scheduler(
         let (field, message) = m.split_once(": ").unwrap_or(("topologyPreemption", m.as_str()));
         problems.push(top(at, field, message.to_string()));
     }
-    validate_plugins(profile, problems, top);
+    validate_plugins(profile, &gates, problems, top);
 }
 
 /// `scheduler.profile.plugins`: known extension points, plugins that exist there.
 fn validate_plugins(
     profile: &crate::scenario::ProfileSpec,
+    gates: &FeatureGates,
     problems: &mut Vec<Problem>,
     top: &dyn Fn(&str, &str, String) -> Problem,
 ) {
     let at = "scheduler.profile";
-    let mut config = placer_engine::SchedulerConfig::default();
+    let mut config = placer_engine::SchedulerConfig { gates: gates.clone(), ..Default::default() };
     for (key, set) in &profile.plugins {
         let Some(point) = placer_engine::ExtensionPoint::from_key(key) else {
             problems.push(top(at, &format!("plugins.{key}"), format!("unknown extension point {key:?}")));
@@ -535,11 +536,13 @@ fn validate_plugins(
         let message = format!("unknown plugin {:?} (known here: {})", e.name, e.known);
         problems.push(top(at, &format!("plugins.{}", e.point), message));
     }
+    // Each problem names the profile (`scheduler.profile`), the plugin and the field.
     if let Err(errs) = placer_engine::apply_plugin_config(&mut config, &profile.plugin_config, "pluginConfig")
     {
         for e in errs {
-            let (field, message) = e.split_once(": ").unwrap_or(("pluginConfig", e.as_str()));
-            problems.push(top(at, field, message.to_string()));
+            let mut p = top(at, &e.field, e.message);
+            p.object = Some(format!("plugin {}", e.plugin));
+            problems.push(p);
         }
     }
 }

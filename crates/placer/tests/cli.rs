@@ -275,6 +275,13 @@ fn config_prints_the_effective_profile_and_reads_back_its_args() {
     );
     assert!(stdout.contains("- name: NodeResourcesBalancedAllocation\n        weight: 1\n      - name: ImageLocality\n        weight: 1\n"), "{stdout}");
     assert!(stdout.contains("kind: NodeResourcesFitArgs"), "{stdout}");
+    // Every default plugin with arguments, with upstream's defaults (DefaultPreemption too).
+    for kind in ["DefaultPreemptionArgs", "PodTopologySpreadArgs", "VolumeBindingArgs"] {
+        assert!(stdout.contains(&format!("kind: {kind}")), "{kind}: {stdout}");
+    }
+    assert!(stdout.contains("minCandidateNodesAbsolute: 100"), "{stdout}");
+    assert!(stdout.contains("defaultingType: System"), "{stdout}");
+    assert!(stdout.contains("bindTimeoutSeconds: 600"), "{stdout}");
     // A scenario's RequestedToCapacityRatio strategy shows up, and a serve file with the
     // printed args reads back.
     let out = placer(&[
@@ -310,7 +317,7 @@ fn config_prints_the_effective_profile_and_reads_back_its_args() {
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("pluginConfig[0].args.scoringStrategy.resources[0].weight: Invalid value: 101: resource weight of cpu not in valid range (0, 100]"),
+        stderr.contains("plugin NodeResourcesFit: pluginConfig[0].args.scoringStrategy.resources[0].weight: Invalid value: 101: resource weight of cpu not in valid range (0, 100]"),
         "{stderr}"
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -203,7 +203,7 @@ impl Engine {
                     pods: &self.pods,
                     evicting: &self.preempt.evicting,
                 };
-                let mut preemptor = PodPreemptor::new(env);
+                let mut preemptor = PodPreemptor::new(env).with_candidates(self.config.preemption_candidates);
                 let nodes = self.snapshot.node_ids().to_vec();
                 let attempt = match preemptor.preempt_pod(&mut self.snapshot, pod, &nodes, &fit) {
                     Ok(plan) => SingleAttempt::Preempts { fit, plan },
@@ -238,7 +238,7 @@ impl Engine {
             pods: &self.pods,
             evicting: &self.preempt.evicting,
         };
-        let mut per_pod = PodPreemptor::new(env);
+        let mut per_pod = PodPreemptor::new(env).with_candidates(self.config.preemption_candidates);
         let mut workload = WorkloadPreemptor::new(env, &self.placements.feasible);
         let hooks = GroupHooks {
             // SEMANTICS §12 (inferred): with workload-aware preemption on, members are not

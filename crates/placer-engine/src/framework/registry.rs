@@ -207,9 +207,13 @@ impl Registry {
         self
     }
 
-    /// Declares that plugin `name` takes `pluginConfig` arguments: how to read them into
-    /// a configuration and how to show the effective ones.
-    pub fn args(&mut self, name: &'static str, read: ArgsReader, show: ArgsShower) -> &mut Self {
+    /// Declares that plugin `name` takes `pluginConfig` arguments of type `T` (read,
+    /// defaulted and validated by `config::args::read`, shown by `config::args::show`).
+    /// A name with no factory here is a plugin at a point the registry does not model
+    /// (DefaultPreemption, at PostFilter): it is always in the profile.
+    pub fn args<T: crate::config::args::PluginArgs>(&mut self, name: &'static str) -> &mut Self {
+        let read: ArgsReader = crate::config::args::read::<T>;
+        let show: ArgsShower = crate::config::args::show::<T>;
         self.args.push((name, read, show));
         self
     }
@@ -261,12 +265,14 @@ impl Registry {
                 points.push((point.key(), enabled));
             }
         }
-        let plugin_config: Vec<(&'static str, serde_json::Value)> = self
+        // In name order, as kube-scheduler appends the defaulted arguments.
+        let mut plugin_config: Vec<(&'static str, serde_json::Value)> = self
             .args
             .iter()
-            .filter(|(name, ..)| in_profile.contains(name))
+            .filter(|(name, ..)| in_profile.contains(name) || !self.has(name))
             .map(|(name, _, show)| (*name, show(config)))
             .collect();
+        plugin_config.sort_by_key(|(name, _)| *name);
         config
             .scheduler_names
             .iter()

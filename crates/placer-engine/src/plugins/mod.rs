@@ -54,6 +54,9 @@ use placer_api::gates::Gate;
 use crate::config::args;
 use crate::framework::Registry;
 
+/// kube-scheduler's PostFilter plugin, whose arguments Placer's per-pod preemption reads.
+pub const DEFAULT_PREEMPTION: &str = "DefaultPreemption";
+
 /// Every plugin Placer has, by name and extension point; registration order is execution
 /// order. The defaults are kube-scheduler v1.36's profile and KEP-5732's placement plugins.
 pub fn registry() -> Registry {
@@ -68,6 +71,7 @@ pub fn registry() -> Registry {
     r.filter(volume_restrictions::NAME, |_| Some(Box::new(volume_restrictions::VolumeRestrictions)));
     r.filter(node_volume_limits::NAME, |_| Some(Box::new(node_volume_limits::NodeVolumeLimits)));
     r.filter(volume_binding::NAME, |_| Some(Box::new(volume_binding::VolumeBinding)));
+    r.args::<args::VolumeBindingArgs>(volume_binding::NAME);
     r.filter(volume_zone::NAME, |_| Some(Box::new(volume_zone::VolumeZone)));
     r.filter(pod_topology_spread::NAME, |_| Some(Box::new(pod_topology_spread::PodTopologySpread)));
     r.filter(inter_pod_affinity::NAME, |_| Some(Box::new(inter_pod_affinity::InterPodAffinity::default())));
@@ -78,20 +82,24 @@ pub fn registry() -> Registry {
     // Score plugins with kube's default weights.
     r.score(taint_toleration::NAME, 3, |_| Some(Box::new(taint_toleration::TaintToleration)));
     r.score(node_affinity::NAME, 2, |c| Some(Box::new(node_affinity::NodeAffinity::new(c))));
-    r.args(node_affinity::NAME, args::read_node_affinity, args::show_node_affinity);
+    r.args::<args::NodeAffinityArgs>(node_affinity::NAME);
     r.score(node_resources::FIT_NAME, 1, |c| Some(Box::new(node_resources::NodeResourcesFit::new(c))));
-    r.args(node_resources::FIT_NAME, args::read_node_resources_fit, args::show_node_resources_fit);
+    r.args::<args::NodeResourcesFitArgs>(node_resources::FIT_NAME);
     r.score(pod_topology_spread::NAME, 2, |_| Some(Box::new(pod_topology_spread::PodTopologySpread)));
+    r.args::<args::PodTopologySpreadArgs>(pod_topology_spread::NAME);
     r.score(inter_pod_affinity::NAME, 2, |c| Some(Box::new(inter_pod_affinity::InterPodAffinity::new(c))));
-    r.args(inter_pod_affinity::NAME, args::read_inter_pod_affinity, args::show_inter_pod_affinity);
+    r.args::<args::InterPodAffinityArgs>(inter_pod_affinity::NAME);
     r.score(node_resources::BALANCED_NAME, 1, |c| Some(Box::new(node_resources::BalancedAllocation::new(c))));
-    r.args(node_resources::BALANCED_NAME, args::read_balanced_allocation, args::show_balanced_allocation);
+    r.args::<args::NodeResourcesBalancedAllocationArgs>(node_resources::BALANCED_NAME);
     r.score(image_locality::NAME, 1, |_| Some(Box::new(image_locality::ImageLocality)));
     // Binding cycle.
     r.reserve(volume_binding::NAME, |_| Some(Box::new(volume_binding::VolumeBinding)));
     r.pre_bind(volume_binding::NAME, |_| Some(Box::new(volume_binding::VolumeBinding)));
     r.reserve(dynamic_resources::NAME, |_| Some(Box::new(dynamic_resources::DynamicResources)));
     r.pre_bind(dynamic_resources::NAME, |_| Some(Box::new(dynamic_resources::DynamicResources)));
+    // PostFilter (per-pod preemption, `preemption::pod`): not a point of the registry,
+    // but it takes arguments.
+    r.args::<args::DefaultPreemptionArgs>(DEFAULT_PREEMPTION);
     // Placement plugins (KEP-5732).
     r.placement_generate(placement_topology::NAME, |_| {
         Some(Box::new(placement_topology::TopologyPlacementGenerator))
@@ -190,14 +198,31 @@ mod tests {
         assert!(!point("score").iter().any(|(n, _)| *n == "ImageLocality"), "weight 0: off");
         assert_eq!(point("placementScore").last(), Some(&("PlacementFragmentation", Some(4))));
         let names: Vec<&str> = p.plugin_config.iter().map(|(n, _)| *n).collect();
+        // Every plugin with arguments, DefaultPreemption (PostFilter) included, in name
+        // order as kube-scheduler lists the defaulted ones, each with upstream's defaults.
         assert_eq!(
             names,
-            ["NodeAffinity", "NodeResourcesFit", "InterPodAffinity", "NodeResourcesBalancedAllocation"]
+            [
+                "DefaultPreemption",
+                "InterPodAffinity",
+                "NodeAffinity",
+                "NodeResourcesBalancedAllocation",
+                "NodeResourcesFit",
+                "PodTopologySpread",
+                "VolumeBinding"
+            ]
         );
-        assert_eq!(p.plugin_config[0].1["kind"], "NodeAffinityArgs");
-        assert_eq!(p.plugin_config[1].1["scoringStrategy"]["type"], "LeastAllocated");
-        assert_eq!(p.plugin_config[2].1["hardPodAffinityWeight"], 1);
-        assert_eq!(p.plugin_config[3].1["resources"][1]["name"], "memory");
+        let args =
+            |name: &str| p.plugin_config.iter().find(|(n, _)| *n == name).map(|(_, a)| a.clone()).unwrap();
+        assert_eq!(args("DefaultPreemption")["minCandidateNodesPercentage"], 10);
+        assert_eq!(args("DefaultPreemption")["minCandidateNodesAbsolute"], 100);
+        assert_eq!(args("NodeAffinity")["kind"], "NodeAffinityArgs");
+        assert_eq!(args("NodeResourcesFit")["scoringStrategy"]["type"], "LeastAllocated");
+        assert_eq!(args("InterPodAffinity")["hardPodAffinityWeight"], 1);
+        assert_eq!(args("NodeResourcesBalancedAllocation")["resources"][1]["name"], "memory");
+        assert_eq!(args("PodTopologySpread")["defaultingType"], "System");
+        assert_eq!(args("VolumeBinding")["bindTimeoutSeconds"], 600);
+        assert!(args("VolumeBinding").get("shape").is_none(), "StorageCapacityScoring is off in v1.36");
         // Keys in KubeSchedulerConfiguration's order.
         let text = serde_json::to_string(p).expect("json");
         assert!(

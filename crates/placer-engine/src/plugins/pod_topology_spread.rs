@@ -9,8 +9,14 @@
 //! A node passes when `matching(domain) + self - globalMin <= maxSkew`, where the global
 //! minimum counts as 0 while fewer than `minDomains` domains are eligible.
 //!
-//! The system default constraints (built from Services / ReplicaSets / StatefulSets
-//! selecting the pod) are not applied: the engine does not see those objects.
+//! Default constraints (`PodTopologySpreadArgs`: the system ones, hostname maxSkew 3 and
+//! zone maxSkew 5 `ScheduleAnyway`, or the listed `defaultConstraints`) apply upstream to a
+//! pod without constraints of its own, with the selector `helper.DefaultSelector` deduces
+//! from the Services, ReplicationControllers, ReplicaSets and StatefulSets selecting or
+//! owning it; an empty selector gives no constraint. Placer loads none of those kinds, so
+//! the selector is always empty and, exactly as upstream with empty listers, no pod gets a
+//! default constraint (`SchedulerConfig::spread_defaulting` is read, validated and shown;
+//! scenario `plugins/016`).
 
 use rustc_hash::{FxHashMap, FxHashSet};
 

@@ -17,8 +17,11 @@
 //!   emits them before the binding. The PV controller (the embedded one in the simulator)
 //!   completes the binding or provisions the volume.
 //!
-//! Not modelled: the capacity score (`StorageCapacityScoring`, alpha upstream), in-tree to
-//! CSI translation of bound PVs' node affinity.
+//! Not modelled: the capacity score (`StorageCapacityScoring`, alpha and off in v1.36, so
+//! `VolumeBindingArgs.shape` is rejected as upstream does with the gate off), in-tree to
+//! CSI translation of bound PVs' node affinity, and PreBind's wait for the PV controller
+//! (`VolumeBindingArgs.bindTimeoutSeconds`, read and shown, bounds nothing here: the
+//! binding follows the writes at once).
 
 use crate::framework::helper::labels_or_empty;
 use crate::framework::{

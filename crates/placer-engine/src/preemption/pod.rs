@@ -6,10 +6,15 @@
 //!    still holds a lower-priority pod on its way out waits for it instead of preempting
 //!    again.
 //! 2. **Candidates**: only nodes the filters rejected as `Unschedulable` (removing pods
-//!    might help), every one of them (no sampling). On each: remove every bound pod of
-//!    strictly lower priority, check the pod fits, then reprieve the removed pods most
-//!    important first (PDB-violating ones before the others): a pod goes back if the
-//!    preemptor still fits with it. What is not reprieved is the node's victim set.
+//!    might help). On each, in node order: remove every bound pod of strictly lower
+//!    priority, check the pod fits, then reprieve the removed pods most important first
+//!    (PDB-violating ones before the others): a pod goes back if the preemptor still fits
+//!    with it. What is not reprieved is the node's victim set. As upstream's
+//!    `DryRunPreemption`, the search stops once it has found
+//!    `DefaultPreemptionArgs`' number of candidates (`calculateNumCandidates`: 10% of the
+//!    potential nodes, at least 100, at most all) with at least one that violates no PDB.
+//!    Upstream starts at a random offset; Placer starts at the first node (offset 0), so
+//!    decisions stay deterministic.
 //! 3. **Choice** among candidate nodes, as upstream's `pickOneNodeForPreemption`: fewest PDB
 //!    violations, then the lowest priority of the most important victim, then the smallest
 //!    sum of victim priorities, then the fewest victims, then the latest start of the most
@@ -22,6 +27,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
+use crate::config::args::PreemptionCandidates;
 use crate::framework::FitError;
 use crate::model::{GroupKey, NodeId, PodInfo};
 use crate::podgroup::{PodPreemption, PreemptionPlan};
@@ -79,6 +85,8 @@ pub fn better_candidate(a: &NodeCandidate, b: &NodeCandidate) -> Ordering {
 /// [`PodPreemptor::preempt_pod`] also says why it failed.
 pub struct PodPreemptor<'a> {
     env: PreemptionEnv<'a>,
+    /// `DefaultPreemptionArgs`: when the candidate search may stop.
+    candidates: PreemptionCandidates,
     budgets: Option<Vec<Budget>>,
     /// PostFilter calls so far (for `scheduler_preemption_attempts_total`).
     pub attempts: u64,
@@ -88,7 +96,19 @@ pub struct PodPreemptor<'a> {
 
 impl<'a> PodPreemptor<'a> {
     pub fn new(env: PreemptionEnv<'a>) -> Self {
-        PodPreemptor { env, budgets: None, attempts: 0, last_failure: None }
+        PodPreemptor {
+            env,
+            candidates: PreemptionCandidates::default(),
+            budgets: None,
+            attempts: 0,
+            last_failure: None,
+        }
+    }
+
+    /// With the profile's `DefaultPreemptionArgs` (the defaults otherwise).
+    pub fn with_candidates(mut self, candidates: PreemptionCandidates) -> Self {
+        self.candidates = candidates;
+        self
     }
 
     fn budgets(&mut self) -> Vec<Budget> {
@@ -121,12 +141,15 @@ impl<'a> PodPreemptor<'a> {
         }
         let own_group = pod.group.as_ref().map(|g| GroupKey::new(pod.key.namespace.clone(), g.clone()));
         let mut reasons = FitError { num_nodes: nodes.len(), ..FitError::default() };
+        let potential: Vec<NodeId> =
+            nodes.iter().copied().filter(|n| fit.preemptable_nodes.contains(n)).collect();
+        for _ in potential.len()..nodes.len() {
+            reasons.add(MSG_NOT_HELPFUL);
+        }
+        let wanted = self.candidates.num_candidates(potential.len());
+        let (mut found, mut non_violating) = (0, 0);
         let mut best: Option<NodeCandidate> = None;
-        for &node in nodes {
-            if !fit.preemptable_nodes.contains(&node) {
-                reasons.add(MSG_NOT_HELPFUL);
-                continue;
-            }
+        for node in potential {
             match self.select_victims_on_node(snap, pod, node, own_group.as_ref()) {
                 Err(reason) => reasons.add(&reason),
                 Ok(candidate) => {
@@ -135,8 +158,13 @@ impl<'a> PodPreemptor<'a> {
                         best = Some(candidate);
                         break;
                     }
+                    found += 1;
+                    non_violating += usize::from(candidate.pdb_violations == 0);
                     if best.as_ref().is_none_or(|b| better_candidate(&candidate, b) == Ordering::Less) {
                         best = Some(candidate);
+                    }
+                    if non_violating > 0 && found >= wanted {
+                        break;
                     }
                 }
             }

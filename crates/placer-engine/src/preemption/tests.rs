@@ -153,6 +153,15 @@ impl World {
 
     /// Per-pod preemption for `pod` over every node; victims by name, and the node.
     fn preempt_pod(&mut self, pod: &Arc<PodInfo>) -> Result<(String, Vec<String>), String> {
+        self.preempt_pod_with(pod, crate::config::args::PreemptionCandidates::default())
+    }
+
+    /// The same with `DefaultPreemptionArgs`' candidate numbers.
+    fn preempt_pod_with(
+        &mut self,
+        pod: &Arc<PodInfo>,
+        candidates: crate::config::args::PreemptionCandidates,
+    ) -> Result<(String, Vec<String>), String> {
         let nodes = self.snap.node_ids().to_vec();
         let fit: FitError = match self.fw.find_node(&self.snap, pod, &nodes) {
             Ok(_) => panic!("{} fits without preemption", pod.key),
@@ -160,7 +169,9 @@ impl World {
         };
         let generation_before = requested_cpu(&self.snap);
         let mut snap = std::mem::take(&mut self.snap);
-        let result = PodPreemptor::new(self.env()).preempt_pod(&mut snap, pod, &nodes, &fit);
+        let result = PodPreemptor::new(self.env())
+            .with_candidates(candidates)
+            .preempt_pod(&mut snap, pod, &nodes, &fit);
         self.snap = snap;
         assert_eq!(requested_cpu(&self.snap), generation_before, "the snapshot is left as found");
         result.map(|plan| (self.snap.node(plan.node).name().to_string(), names(&plan.victims)))
@@ -264,6 +275,41 @@ fn fewer_pdb_violations_beat_lower_priority_victims() {
     w.add(guarded).add(bound("free", "1", 20, "n1"));
     w.add_pdb("db", json!({"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}));
     assert_eq!(w.preempt_pod(&pod_with("p", "1", 100, json!({}))), Ok(("n1".into(), strings(&["free"]))));
+}
+
+/// kube's `TestDryRunPreemption` "preemption looks past numCandidates until a non-PDB
+/// violating node is found" (offset 0): with 40% / at least 2 of 5 nodes, n1 and n2 only
+/// violate the budget, n3 is the first that does not, and the search stops there, so n4's
+/// cheaper victim is never seen; with the defaults every node is a candidate.
+#[test]
+fn the_candidate_search_stops_at_enough_candidates_with_one_not_violating() {
+    use crate::config::args::PreemptionCandidates;
+    let nodes = ["n1", "n2", "n3", "n4", "n5"].map(|n| node(n, "1", json!({}))).to_vec();
+    let mut w = World::new(nodes);
+    for (name, on, priority, guarded) in [
+        ("p1", "n1", 50, true),
+        ("p2", "n2", 50, true),
+        ("p3", "n3", 50, false),
+        ("p4", "n4", 10, false),
+        ("p5", "n5", 50, true),
+    ] {
+        let labels = if guarded { json!({"app": "foo"}) } else { json!({}) };
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "labels": labels},
+            "spec": {"priority": priority, "nodeName": on,
+                     "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}
+        }))
+        .expect("pod");
+        w.add(Arc::new(PodInfo::from_pod(Arc::new(p)).expect("pod")));
+    }
+    w.add_pdb("foo", json!({"maxUnavailable": 0, "selector": {"matchLabels": {"app": "foo"}}}));
+    let preemptor = pod_with("p", "1", 100, json!({}));
+    let few = PreemptionCandidates { min_percentage: 40, min_absolute: 2 };
+    assert_eq!(w.preempt_pod_with(&preemptor, few), Ok(("n3".into(), strings(&["p3"]))));
+    assert_eq!(w.preempt_pod(&preemptor), Ok(("n4".into(), strings(&["p4"]))));
+    // One candidate that violates no budget is enough: n1, n2 violate, n3 ends it.
+    let one = PreemptionCandidates { min_percentage: 0, min_absolute: 1 };
+    assert_eq!(w.preempt_pod_with(&preemptor, one), Ok(("n3".into(), strings(&["p3"]))));
 }
 
 #[test]

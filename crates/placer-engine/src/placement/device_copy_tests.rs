@@ -94,15 +94,7 @@ fn claim_spec(count: i64, kind: Kind) -> ResourceClaimSpec {
 /// members (`m{i}-gpu`, owned by member `m{i}`), and what `kind` adds.
 fn dra(gpus: &[u8], held: &[(usize, u8)], counts: &[i64], kind: Kind) -> DraState {
     let mut s = DraState::default();
-    s.upsert_class(Arc::new(DeviceClass {
-        metadata: ObjectMeta { name: Some("gpu".into()), ..Default::default() },
-        spec: DeviceClassSpec {
-            selectors: Some(vec![DeviceSelector {
-                cel: Some(CELDeviceSelector { expression: format!("device.driver == {DRIVER:?}") }),
-            }]),
-            ..Default::default()
-        },
-    }));
+    s.upsert_class(crate::plugins::testing::device_class("gpu", DRIVER));
     let gpu = |i: usize, k: u8| Device {
         name: format!("g{k}"),
         attributes: Some(

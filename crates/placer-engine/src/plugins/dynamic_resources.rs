@@ -11,7 +11,8 @@
 //!   selector); the unallocated ones must be allocatable together on the node
 //!   (`cannot allocate all claims`). Both are `UnschedulableAndUnresolvable`; a selector
 //!   that does not evaluate is an error. Where a pool reaching the node is invalid, the
-//!   reason is upstream's `invalid resource pools were encountered` (Unschedulable).
+//!   reason is upstream's `invalid resource pools were encountered` (also
+//!   `UnschedulableAndUnresolvable`: upstream's `statusUnschedulable` always is).
 //! * Reserve allocates again on the decided node with the group's earlier members
 //!   assumed; PreBind hands the claim status writes (allocation with its
 //!   `allocationTimestamp`, `reservedFor`) to the commit step, which emits them before the
@@ -33,7 +34,7 @@ use std::borrow::Cow;
 pub const NAME: &str = "DynamicResources";
 /// Filter reason: the unallocated claims do not fit the node's free devices.
 pub const ERR_CANNOT_ALLOCATE: &str = "cannot allocate all claims";
-/// Filter reason (Unschedulable, upstream's allocator error wrapping
+/// Filter reason (UnschedulableAndUnresolvable, upstream's allocator error wrapping
 /// `ErrFailedAllocationOnNode`): no solution on the node, and a pool reaching it is invalid
 /// (a device name defined twice, inconsistent counter sets), so nothing was allocated from
 /// it.
@@ -120,10 +121,11 @@ impl FilterPlugin for DynamicResources {
         }
         match snap.dra().allocate(&todo, &node.info, &pre.in_use(snap)) {
             Ok(Some(_)) => Ok(()),
-            // Upstream surfaces invalid pools only where the node has no solution, as
-            // Unschedulable (other nodes may still do).
+            // Upstream surfaces invalid pools only where the node has no solution (other
+            // nodes may still do), through `statusUnschedulable`, which is
+            // UnschedulableAndUnresolvable: preemption does not try the node.
             Ok(None) if snap.dra().invalid_pools_reach(&node.info) => {
-                Err(Rejection::unschedulable(NAME, ERR_INVALID_POOLS))
+                Err(Rejection::unresolvable(NAME, ERR_INVALID_POOLS))
             }
             Ok(None) => Err(Rejection::unresolvable(NAME, ERR_CANNOT_ALLOCATE)),
             Err(m) => Err(Rejection::error(NAME, m)),

@@ -346,3 +346,19 @@ pub fn snapshot_with(nodes: Vec<NodeStatic>, pods: Vec<PodInfo>) -> Snapshot {
     }
     s
 }
+
+/// DeviceClass `name` selecting every device of `driver` (`device.driver == "<driver>"`).
+pub fn device_class(name: &str, driver: &str) -> Arc<placer_api::k8s::api::resource::v1::DeviceClass> {
+    use placer_api::k8s::api::resource::v1::{
+        CELDeviceSelector, DeviceClass, DeviceClassSpec, DeviceSelector,
+    };
+    Arc::new(DeviceClass {
+        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+        spec: DeviceClassSpec {
+            selectors: Some(vec![DeviceSelector {
+                cel: Some(CELDeviceSelector { expression: format!("device.driver == {driver:?}") }),
+            }]),
+            ..Default::default()
+        },
+    })
+}

@@ -10,7 +10,7 @@
 //!   counter that does not exist (found by `shared::pool_counters`) makes it invalid too.
 //!   Nothing is allocated from it; a request for `All` devices fails ("... is currently
 //!   invalid"); and when the node has no solution, the DynamicResources filter says
-//!   "invalid resource pools were encountered" (Unschedulable) instead of "cannot allocate
+//!   "invalid resource pools were encountered" (UnschedulableAndUnresolvable) instead of "cannot allocate
 //!   all claims".
 //!
 //! Pools are judged when slices change ([`DraState::refresh_troubles`]: only troubled pools

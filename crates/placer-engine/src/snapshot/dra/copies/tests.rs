@@ -5,8 +5,8 @@ use super::*;
 use crate::model::{ObjectKey, PodKey};
 use crate::plugins::testing::{node, pod};
 use placer_api::k8s::api::resource::v1::{
-    CELDeviceSelector, Device, DeviceClaim, DeviceClass, DeviceClassSpec, DeviceConstraint, DeviceRequest,
-    DeviceSelector, ExactDeviceRequest, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimSpec,
+    CELDeviceSelector, Device, DeviceClaim, DeviceConstraint, DeviceRequest, DeviceSelector,
+    ExactDeviceRequest, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimSpec,
     ResourceClaimStatus, ResourcePool, ResourceSlice, ResourceSliceSpec,
 };
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -91,15 +91,7 @@ fn gpu(k: usize) -> Device {
 /// The GPU class and node n0's slice of `gpus` GPUs.
 fn state(gpus: usize) -> DraState {
     let mut s = DraState::default();
-    s.upsert_class(Arc::new(DeviceClass {
-        metadata: ObjectMeta { name: Some("gpu".into()), ..Default::default() },
-        spec: DeviceClassSpec {
-            selectors: Some(vec![DeviceSelector {
-                cel: Some(CELDeviceSelector { expression: format!("device.driver == {DRIVER:?}") }),
-            }]),
-            ..Default::default()
-        },
-    }));
+    s.upsert_class(crate::plugins::testing::device_class("gpu", DRIVER));
     s.upsert_slice(slice("n0", Some("n0"), (0..gpus).map(gpu).collect()));
     s
 }

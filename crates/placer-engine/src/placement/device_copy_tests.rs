@@ -15,7 +15,7 @@ use super::*;
 use crate::config::{ExtensionPoint, PlacementSearch};
 use crate::framework::preemption::GroupHooks;
 use crate::observer::NoopObserver;
-use crate::plugins::testing::{node, pod, snapshot_with};
+use crate::plugins::testing::{pod, snapshot_with};
 use crate::podgroup::tests::group;
 use crate::snapshot::dra::DraState;
 
@@ -247,19 +247,7 @@ fn case() -> impl Strategy<Value = Case> {
 
 impl Case {
     fn snapshot(&self) -> Snapshot {
-        let ns: Vec<crate::model::NodeStatic> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, &(cores, rack, _))| {
-                let name = format!("n{i}");
-                node(&name)
-                    .cpu(&cores.to_string())
-                    .label("kubernetes.io/hostname", &name)
-                    .label("rack", &format!("r{rack}"))
-                    .build()
-            })
-            .collect();
+        let ns = super::soundness_tests::rack_nodes(self.nodes.iter().map(|&(cores, rack, _)| (cores, rack)));
         let mut snap = snapshot_with(ns, Vec::new());
         let gpus: Vec<u8> = self.nodes.iter().map(|n| n.2).collect();
         *snap.dra_mut() = dra(&gpus, &self.held, &self.counts, self.kind);

@@ -42,6 +42,40 @@ pub const ERR_INVALID_POOLS: &str = "invalid resource pools were encountered";
 /// Filter reason: an allocated claim's devices are not reachable from the node.
 pub const ERR_NOT_AVAILABLE: &str = "resourceclaim not available on the node";
 
+/// The DynamicResources PostFilter's answer when it deallocates nothing: upstream joins it
+/// before the preemption message ("... 2 cannot allocate all claims. still not
+/// schedulable, preemption: ...", test/integration/dra).
+pub const MSG_STILL_NOT_SCHEDULABLE: &str = "still not schedulable";
+
+/// Upstream's DynamicResources PostFilter for `pod`, which fits no node: when PreFilter
+/// found the pod's claims (they exist and their requests are valid), it deallocates an
+/// allocated claim that some node rejected and that no other pod holds, or else answers
+/// [`MSG_STILL_NOT_SCHEDULABLE`]. Placer models the second answer only: `None` for a pod
+/// without claims, one PreFilter rejects (upstream's "no new claims to deallocate" is not
+/// modelled either), or one with an allocated claim no other pod holds (upstream might
+/// deallocate it).
+pub fn post_filter_message(snap: &Snapshot, pod: &PodInfo) -> Option<&'static str> {
+    if pod.view.resource_claims.is_empty() {
+        return None;
+    }
+    let dra = snap.dra();
+    let claims = dra.pod_claims(pod).ok()?;
+    if claims.is_empty() {
+        return None;
+    }
+    for c in &claims {
+        if c.allocation.is_none() {
+            dra.check_requests(&c.entry).ok()?;
+            continue;
+        }
+        let reserved = c.entry.claim.status.as_ref().and_then(|s| s.reserved_for.as_deref()).unwrap_or(&[]);
+        if reserved.iter().all(|r| r.uid == pod.uid) {
+            return None;
+        }
+    }
+    Some(MSG_STILL_NOT_SCHEDULABLE)
+}
+
 /// What PreFilter found, for Filter and Reserve.
 struct PreState {
     claims: Vec<PodClaimState>,

@@ -330,6 +330,18 @@ pub const RESOURCES: &[Resource] = &[
         subresources: &[],
         conversion: Conversion::None,
     },
+    Resource {
+        kind: Kind::VolumeAttachment,
+        group: "storage.k8s.io",
+        version: "v1",
+        kind_name: "VolumeAttachment",
+        plural: "volumeattachments",
+        singular: "volumeattachment",
+        short_names: &[],
+        categories: &[],
+        subresources: &[],
+        conversion: Conversion::None,
+    },
 ];
 
 /// The verbs of every main resource.

@@ -180,7 +180,8 @@ pub fn columns(kind: Kind) -> Vec<Value> {
         | Kind::StorageClass
         | Kind::CSINode
         | Kind::CSIDriver
-        | Kind::CSIStorageCapacity => storage::columns(kind, name, age),
+        | Kind::CSIStorageCapacity
+        | Kind::VolumeAttachment => storage::columns(kind, name, age),
         Kind::PodGroup | Kind::Workload => vec![
             name,
             json!({"name": "Created At", "type": "date", "format": "", "description": "CreationTimestamp is a timestamp representing the server time when this object was created.", "priority": 0}),
@@ -260,7 +261,8 @@ pub fn cells(obj: &Object, now: Timestamp) -> Vec<Value> {
         | Object::StorageClass(_)
         | Object::CSINode(_)
         | Object::CSIDriver(_)
-        | Object::CSIStorageCapacity(_) => storage::cells(obj, name, age),
+        | Object::CSIStorageCapacity(_)
+        | Object::VolumeAttachment(_) => storage::cells(obj, name, age),
         Object::PodGroup(_) | Object::Workload(_) => {
             let created = meta.creation_timestamp.as_ref().map(|t| rfc3339_seconds(t.0)).unwrap_or_default();
             vec![name, json!(created)]

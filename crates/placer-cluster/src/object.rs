@@ -10,7 +10,9 @@ use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
-use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
+use placer_api::k8s::api::storage::v1::{
+    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+};
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// The kinds Placer reads and writes. Namespaces, Events and Leases are held for the
@@ -38,10 +40,11 @@ pub enum Kind {
     CSINode,
     CSIDriver,
     CSIStorageCapacity,
+    VolumeAttachment,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 21] = [
+    pub const ALL: [Kind; 22] = [
         Kind::Node,
         Kind::Pod,
         Kind::PodGroup,
@@ -63,6 +66,7 @@ impl Kind {
         Kind::CSINode,
         Kind::CSIDriver,
         Kind::CSIStorageCapacity,
+        Kind::VolumeAttachment,
     ];
 
     pub fn api_version(self) -> &'static str {
@@ -73,9 +77,11 @@ impl Kind {
             | Kind::Event
             | Kind::PersistentVolumeClaim
             | Kind::PersistentVolume => "v1",
-            Kind::StorageClass | Kind::CSINode | Kind::CSIDriver | Kind::CSIStorageCapacity => {
-                "storage.k8s.io/v1"
-            }
+            Kind::StorageClass
+            | Kind::CSINode
+            | Kind::CSIDriver
+            | Kind::CSIStorageCapacity
+            | Kind::VolumeAttachment => "storage.k8s.io/v1",
             Kind::PodGroup | Kind::Workload => "scheduling.k8s.io/v1alpha2",
             Kind::Job | Kind::CronJob => "batch/v1",
             Kind::PriorityClass => "scheduling.k8s.io/v1",
@@ -110,6 +116,7 @@ impl Kind {
             Kind::CSINode => "CSINode",
             Kind::CSIDriver => "CSIDriver",
             Kind::CSIStorageCapacity => "CSIStorageCapacity",
+            Kind::VolumeAttachment => "VolumeAttachment",
         }
     }
 
@@ -125,6 +132,7 @@ impl Kind {
                 | Kind::StorageClass
                 | Kind::CSINode
                 | Kind::CSIDriver
+                | Kind::VolumeAttachment
         )
     }
 
@@ -198,6 +206,7 @@ pub enum Object {
     CSINode(CSINode),
     CSIDriver(CSIDriver),
     CSIStorageCapacity(CSIStorageCapacity),
+    VolumeAttachment(Box<VolumeAttachment>),
 }
 
 macro_rules! each {
@@ -230,6 +239,7 @@ macro_rules! each {
             Object::CSINode($o) => $e,
             Object::CSIDriver($o) => $e,
             Object::CSIStorageCapacity($o) => $e,
+            Object::VolumeAttachment($o) => $e,
         }
     };
 }
@@ -258,6 +268,7 @@ impl Object {
             Object::CSINode(_) => Kind::CSINode,
             Object::CSIDriver(_) => Kind::CSIDriver,
             Object::CSIStorageCapacity(_) => Kind::CSIStorageCapacity,
+            Object::VolumeAttachment(_) => Kind::VolumeAttachment,
         }
     }
 
@@ -289,6 +300,7 @@ impl Object {
             Object::CSINode(o) => &mut o.metadata,
             Object::CSIDriver(o) => &mut o.metadata,
             Object::CSIStorageCapacity(o) => &mut o.metadata,
+            Object::VolumeAttachment(o) => &mut o.metadata,
         }
     }
 
@@ -332,6 +344,7 @@ impl Object {
             Kind::CSINode => Object::CSINode(serde_json::from_value(value)?),
             Kind::CSIDriver => Object::CSIDriver(serde_json::from_value(value)?),
             Kind::CSIStorageCapacity => Object::CSIStorageCapacity(serde_json::from_value(value)?),
+            Kind::VolumeAttachment => Object::VolumeAttachment(serde_json::from_value(value)?),
         })
     }
 

@@ -273,6 +273,7 @@ pub fn validate(obj: &Object) -> Vec<FieldError> {
         Object::CSINode(n) => storage::validate_csi_node(&mut e, n),
         Object::CSIDriver(_) => {}
         Object::CSIStorageCapacity(c) => storage::validate_csi_storage_capacity(&mut e, c),
+        Object::VolumeAttachment(va) => storage::validate_volume_attachment(&mut e, va),
     }
     if e.0.is_empty() {
         let size = serde_json::to_vec(&obj.to_json()).map(|v| v.len()).unwrap_or(0);
@@ -1947,6 +1948,41 @@ mod tests {
         assert_eq!(
             validate_update(&old, &other_uid)[0].to_string(),
             "metadata.uid: Invalid value: \"u2\": field is immutable"
+        );
+    }
+
+    #[test]
+    fn volume_attachments_need_an_attacher_a_node_and_one_source_and_keep_their_spec() {
+        let va = |spec: Value| {
+            obj(
+                Kind::VolumeAttachment,
+                json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": "va"}, "spec": spec}),
+            )
+        };
+        let good = va(
+            json!({"attacher": "ebs.csi.aws.com", "nodeName": "n1", "source": {"persistentVolumeName": "pv"}}),
+        );
+        assert!(errors(&good).is_empty(), "{:?}", errors(&good));
+        assert_eq!(
+            errors(&va(json!({"attacher": "", "nodeName": "", "source": {}}))),
+            [
+                "spec.attacher: Required value",
+                "spec.nodeName: Required value",
+                "spec.source: Required value: must specify exactly one of inlineVolumeSpec and persistentVolumeName",
+            ]
+        );
+        assert_eq!(
+            errors(&va(json!({"attacher": "a", "nodeName": "n", "source": {"persistentVolumeName": ""}}))),
+            ["spec.source.persistentVolumeName: Required value: must specify non empty persistentVolumeName"]
+        );
+        let moved = va(
+            json!({"attacher": "ebs.csi.aws.com", "nodeName": "n2", "source": {"persistentVolumeName": "pv"}}),
+        );
+        let got: Vec<String> = validate_update(&good, &moved).iter().map(ToString::to_string).collect();
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].starts_with("spec: Invalid value: ") && got[0].ends_with("field is immutable"),
+            "{got:?}"
         );
     }
 

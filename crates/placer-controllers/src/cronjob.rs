@@ -1001,6 +1001,49 @@ mod tests {
         assert_eq!(events[0].type_, "Warning");
     }
 
+    /// Kueue has no CronJob webhook: the CronJob is accepted, and each Job it creates is
+    /// refused by Kueue's Job webhook (here `TopologyAnnotationValidation`), which the
+    /// controller reports as upstream's `FailedCreate` event on the CronJob.
+    #[test]
+    fn jobs_refused_by_the_topology_webhook_are_failed_creates_on_the_cronjob() {
+        use placer_api::annotations::{
+            PODSET_REQUIRED_TOPOLOGY, PODSET_SLICE_REQUIRED_TOPOLOGY, PODSET_SLICE_SIZE,
+        };
+        let mut w = World::new();
+        w.store.add_admission(Box::new(crate::job::tas_validation::TopologyAnnotationValidation::new(
+            FeatureGates::default(),
+        )));
+        let mut cj = cronjob("*/1 * * * *", "30s");
+        let template = cj.spec.job_template.spec.as_mut().unwrap();
+        template.parallelism = Some(4);
+        let ann = template.template.metadata.as_mut().unwrap().annotations.as_mut().unwrap();
+        for (k, v) in [
+            (PODSET_REQUIRED_TOPOLOGY, "rack"),
+            (PODSET_SLICE_REQUIRED_TOPOLOGY, "rack"),
+            (PODSET_SLICE_SIZE, "0"),
+        ] {
+            ann.insert(k.to_string(), v.to_string());
+        }
+        w.store.create(Object::CronJob(Box::new(cj))).expect("Kueue does not check a CronJob's template");
+        w.store.set_now_ms(60_000);
+        let err = w.cron.reconcile(&mut w.store).unwrap_err();
+        assert!(err.message.contains("kueue.x-k8s.io/podset-slice-size"), "{}", err.message);
+        assert!(w.job_names().is_empty());
+        let events: Vec<_> = w.store.events().into_iter().filter(|e| e.reason == "FailedCreate").collect();
+        assert_eq!(events.len(), 1);
+        assert_eq!((events[0].type_.as_str(), events[0].regarding.kind), ("Warning", Kind::CronJob));
+        assert_eq!(events[0].regarding.name, "nightly");
+        assert!(
+            events[0].note.starts_with("Error creating job: ")
+                && events[0].note.contains("admission webhook \"vjob.kb.io\" denied the request")
+                && events[0].note.contains(
+                    "spec.template.metadata.annotations[kueue.x-k8s.io/podset-slice-size]: Invalid value: \"0\""
+                ),
+            "{}",
+            events[0].note
+        );
+    }
+
     #[test]
     fn feb_30_never_comes() {
         assert_eq!(Schedule::parse("0 0 30 2 *").unwrap().next_after(T0), None);

@@ -761,6 +761,10 @@ pub fn cluster_event(event: WatchEvent) -> Option<ClusterEvent> {
             ClusterEvent::Storage(StorageEvent::CapacityDeleted(PodKey::new(r.namespace, r.name)))
         }
         Object::CSIStorageCapacity(c) => ClusterEvent::Storage(StorageEvent::CapacityUpserted(Arc::new(c))),
+        Object::VolumeAttachment(_) if deleted => {
+            ClusterEvent::Storage(StorageEvent::AttachmentDeleted(r.name))
+        }
+        Object::VolumeAttachment(a) => ClusterEvent::Storage(StorageEvent::AttachmentUpserted(Arc::new(*a))),
     })
 }
 

@@ -69,8 +69,8 @@ pub enum ClusterEvent {
     /// A Namespace (its labels select pods for pod affinity's `namespaceSelector`).
     NamespaceUpserted(Arc<Namespace>),
     NamespaceDeleted(String),
-    /// A PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver or
-    /// CSIStorageCapacity.
+    /// A PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver,
+    /// CSIStorageCapacity or VolumeAttachment.
     Storage(StorageEvent),
 }
 

@@ -147,6 +147,7 @@ fn fit_signature(pod: &PodInfo, claims_checked: bool) -> Option<FitSignature<'_>
         spec_priority: _,            // folded into `priority`
         priority_class_name: _,      // folded into `priority`
         pod_index: _,                // placing order of the hierarchical strategy only
+        pod_index_offset: _,         // placing order of the hierarchical strategy only
         start_time: _,               // victim ordering only
         reports_not_ready: _,        // victim ordering only
         resource_claims,             // DynamicResources: devices are held per claim

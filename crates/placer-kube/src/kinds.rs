@@ -11,7 +11,9 @@ use placer_api::k8s::api::policy::v1::PodDisruptionBudget;
 use placer_api::k8s::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
-use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
+use placer_api::k8s::api::storage::v1::{
+    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+};
 use placer_cluster::{Kind, Object, StoreError};
 use serde::de::DeserializeOwned;
 
@@ -55,6 +57,7 @@ kind_type!(StorageClass, StorageClass);
 kind_type!(CSINode, CSINode);
 kind_type!(CSIDriver, CSIDriver);
 kind_type!(CSIStorageCapacity, CSIStorageCapacity);
+kind_type!(VolumeAttachment, VolumeAttachment);
 
 /// Group, version and plural of a kind.
 pub(crate) fn api_resource(kind: Kind) -> ApiResource {
@@ -80,6 +83,7 @@ pub(crate) fn api_resource(kind: Kind) -> ApiResource {
         Kind::CSINode => ApiResource::erase::<CSINode>(&()),
         Kind::CSIDriver => ApiResource::erase::<CSIDriver>(&()),
         Kind::CSIStorageCapacity => ApiResource::erase::<CSIStorageCapacity>(&()),
+        Kind::VolumeAttachment => ApiResource::erase::<VolumeAttachment>(&()),
     }
 }
 

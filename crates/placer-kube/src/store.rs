@@ -85,6 +85,7 @@ pub const WATCHED_KINDS: &[Kind] = &[
     Kind::CSINode,
     Kind::CSIDriver,
     Kind::CSIStorageCapacity,
+    Kind::VolumeAttachment,
 ];
 
 /// The kinds the scheduler reads (its base role allows exactly their list and watch):
@@ -108,6 +109,7 @@ pub const SCHEDULER_KINDS: &[Kind] = &[
     Kind::CSINode,
     Kind::CSIDriver,
     Kind::CSIStorageCapacity,
+    Kind::VolumeAttachment,
 ];
 
 /// The kinds `placer serve` watches: the scheduler's, plus Jobs and Workloads when the Job
@@ -351,7 +353,11 @@ impl KubeStore {
                             .spawn(reflect::<core::PersistentVolume>(client, shared, metrics, server)),
                     }
                 }
-                Kind::StorageClass | Kind::CSINode | Kind::CSIDriver | Kind::CSIStorageCapacity => {
+                Kind::StorageClass
+                | Kind::CSINode
+                | Kind::CSIDriver
+                | Kind::CSIStorageCapacity
+                | Kind::VolumeAttachment => {
                     use placer_api::k8s::api::storage::v1 as storage;
                     match kind {
                         Kind::StorageClass => self
@@ -363,9 +369,12 @@ impl KubeStore {
                         Kind::CSIDriver => {
                             self.handle.spawn(reflect::<storage::CSIDriver>(client, shared, metrics, server))
                         }
-                        _ => self
+                        Kind::CSIStorageCapacity => self
                             .handle
                             .spawn(reflect::<storage::CSIStorageCapacity>(client, shared, metrics, server)),
+                        _ => self
+                            .handle
+                            .spawn(reflect::<storage::VolumeAttachment>(client, shared, metrics, server)),
                     }
                 }
             };

@@ -50,6 +50,7 @@ fn the_base_role_schedules_and_the_job_integration_has_its_own_optional_role() {
             ("storage.k8s.io", "csinodes", &["list", "watch"]),
             ("storage.k8s.io", "csidrivers", &["list", "watch"]),
             ("storage.k8s.io", "csistoragecapacities", &["list", "watch"]),
+            ("storage.k8s.io", "volumeattachments", &["list", "watch"]),
             ("events.k8s.io", "events", &["create", "patch"]),
         ])
     );

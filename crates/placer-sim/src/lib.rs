@@ -36,7 +36,7 @@ use std::path::Path;
 
 pub use expect::{CheckReport, Failure};
 pub use inputs::{expand_paths, read_input};
-pub use load::{load_file, load_str, LoadError, Problem};
+pub use load::{load_file, load_str, warnings, LoadError, Problem};
 pub use placer_metrics::{Clock as MetricsClock, Metrics};
 pub use report::{ClusterSummary, GroupRow, GroupState};
 pub use run::{

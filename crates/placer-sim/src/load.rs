@@ -32,7 +32,9 @@ use placer_api::k8s::api::resource::v1::{DeviceClass, ResourceClaim, ResourceCla
 /// The storage kinds (core/v1 claims and volumes, storage.k8s.io/v1).
 mod storage {
     pub use placer_api::k8s::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-    pub use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
+    pub use placer_api::k8s::api::storage::v1::{
+        CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+    };
 }
 use placer_api::k8s::api::scheduling::v1::PriorityClass;
 use placer_api::k8s::api::scheduling::v1alpha2::{PodGroup, Workload};
@@ -229,6 +231,17 @@ pub fn load_str(text: &str, file: impl AsRef<Path>) -> Result<Scenario, LoadErro
         locate_problems(text, &mut problems);
         Err(LoadError::Invalid { file, problems, expected_error })
     }
+}
+
+/// What is valid in a loaded scenario but will not work as written (a CronJob whose job
+/// template Kueue's Job webhook refuses), for `placer validate` to warn about; with the
+/// file's text, each warning is at its field's line.
+pub fn warnings(scenario: &Scenario, text: Option<&str>) -> Vec<Problem> {
+    let mut warnings = validate::warnings(scenario);
+    if let Some(text) = text.filter(|_| !warnings.is_empty()) {
+        locate_problems(text, &mut warnings);
+    }
+    warnings
 }
 
 fn internal(file: &Path, message: &str) -> LoadError {
@@ -738,6 +751,9 @@ impl<'de> Deserialize<'de> for Typed {
             Some(Kind::CSIDriver) => Object::CSIDriver(storage::CSIDriver::deserialize(d)?),
             Some(Kind::CSIStorageCapacity) => {
                 Object::CSIStorageCapacity(storage::CSIStorageCapacity::deserialize(d)?)
+            }
+            Some(Kind::VolumeAttachment) => {
+                Object::VolumeAttachment(Box::new(storage::VolumeAttachment::deserialize(d)?))
             }
         };
         Ok(Typed(Some(object)))

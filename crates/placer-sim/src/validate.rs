@@ -224,19 +224,53 @@ fn validate_counter_sets(s: &Scenario, problems: &mut Vec<Problem>) {
 /// Kueue's topology annotations on Jobs' pod templates, as the embedded cluster's admission
 /// checks them at creation (its webhook rules, and the rules against `topologyLevels`).
 fn validate_job_topology(s: &Scenario, problems: &mut Vec<Problem>) {
-    let gates = FeatureGates::with_overrides(s.scheduler.feature_gates.iter().map(|(k, v)| (k.as_str(), *v)))
-        .unwrap_or_default();
-    let levels = s.scheduler.profile.as_ref().map(|p| p.topology_levels.clone()).unwrap_or_default();
-    let steps = s.steps.iter().flat_map(|step| match &step.action {
-        StepAction::Submit(list) => list.as_slice(),
-        _ => &[],
-    });
-    for m in s.submit.iter().chain(steps) {
+    let (gates, levels) = topology_rules(s);
+    for m in submitted(s) {
         let Object::Job(job) = &m.object else { continue };
         for e in placer_controllers::job::tas_validation::validate_job(job, &levels, &gates) {
             err(problems, m, &e.field, e.message);
         }
     }
+}
+
+/// What is valid but will not work as written: a CronJob whose job template has invalid
+/// topology annotations. Kueue has no CronJob webhook, so the CronJob is created, and every
+/// Job it creates is refused by the Job webhook (a `FailedCreate` event on the CronJob).
+pub(crate) fn warnings(s: &Scenario) -> Vec<Problem> {
+    let (gates, levels) = topology_rules(s);
+    let mut warnings = Vec::new();
+    for m in submitted(s) {
+        let Object::CronJob(cj) = &m.object else { continue };
+        for e in placer_controllers::job::tas_validation::validate_cronjob_template(cj, &levels, &gates) {
+            err(
+                &mut warnings,
+                m,
+                &e.field,
+                format!(
+                    "{} (Kueue does not check a CronJob: it is created, and every Job it creates is \
+                     refused by the Job webhook \"vjob.kb.io\")",
+                    e.message
+                ),
+            );
+        }
+    }
+    warnings
+}
+
+/// The feature gates and topology levels the topology annotation rules use.
+fn topology_rules(s: &Scenario) -> (FeatureGates, Vec<String>) {
+    let gates = FeatureGates::with_overrides(s.scheduler.feature_gates.iter().map(|(k, v)| (k.as_str(), *v)))
+        .unwrap_or_default();
+    (gates, s.topology_levels().to_vec())
+}
+
+/// The objects the file submits, at the start and in steps.
+fn submitted(s: &Scenario) -> impl Iterator<Item = &Manifest> {
+    let steps = s.steps.iter().flat_map(|step| match &step.action {
+        StepAction::Submit(list) => list.as_slice(),
+        _ => &[],
+    });
+    s.submit.iter().chain(steps)
 }
 
 fn err(problems: &mut Vec<Problem>, m: &Manifest, field: &str, message: String) {

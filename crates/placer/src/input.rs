@@ -2,7 +2,7 @@
 //! stdin, and `--snapshot DUMP` (a `kubectl get ... -o yaml` dump as the cluster).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use placer_sim::whatif::{apply_settings, parse_setting, Setting};
 use placer_sim::{expand_paths, load_file, load_snapshot, LoadError, Scenario, Snapshot};
@@ -78,6 +78,15 @@ impl Inputs {
         } else {
             apply_settings(&scenario, &self.settings)
         }
+    }
+
+    /// The text of a plain scenario file, to place messages on its lines (none for stdin,
+    /// which was read already, or with a dump merged in, whose objects shift the file's).
+    pub fn plain_text(&self, entry: &Path) -> Option<String> {
+        if self.snapshot.is_some() || entry.as_os_str() == "-" {
+            return None;
+        }
+        placer_sim::read_input(entry).ok()
     }
 
     /// The scenario of one entry without the `--set` overrides.

@@ -88,6 +88,24 @@ fn validate_accepts_the_examples() {
     assert!(stdout.contains("ok examples/gang-rack.yaml (gang-rack: 5 nodes"), "{stdout}");
 }
 
+/// Kueue has no CronJob webhook: a CronJob whose Jobs the Job webhook will refuse is valid
+/// (exit code 0) and gets a warning at the annotation's line naming the CronJob.
+#[test]
+fn validate_warns_about_a_cronjob_whose_jobs_will_be_refused() {
+    let file = "tests/scenarios/tas-validation/008-cronjob-template-is-not-checked-its-jobs-are-refused.yaml";
+    let out = placer(&["validate", file]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "warning: {file}:26:17: submit[0]: CronJob default/nightly: \
+             spec.jobTemplate.spec.template.metadata.annotations[kueue.x-k8s.io/podset-slice-size]: \
+             Invalid value: \"0\": must be greater than or equal to 1 (Kueue does not check a CronJob"
+        )),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn json_output_is_a_list_of_the_final_objects() {
     let out = placer(&["simulate", "--output", "json", "examples/gang-rack.yaml"]);

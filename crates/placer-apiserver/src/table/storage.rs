@@ -1,6 +1,6 @@
 //! kubectl's columns for the storage kinds (`pkg/printers/internalversion`):
 //! PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, CSIDriver,
-//! CSIStorageCapacity.
+//! CSIStorageCapacity, VolumeAttachment.
 
 use placer_cluster::{Kind, Object};
 use serde_json::{json, Value};
@@ -70,6 +70,14 @@ pub(super) fn columns(kind: Kind, name: Value, age: Value) -> Vec<Value> {
             name,
             col("StorageClassName", "string", 0, "The StorageClass the capacity applies to."),
             col("Capacity", "string", 0, "The capacity available for new volumes."),
+        ],
+        Kind::VolumeAttachment => vec![
+            name,
+            col("Attacher", "string", 0, "The CSI driver that attaches the volume."),
+            col("PV", "string", 0, "The PersistentVolume attached."),
+            col("Node", "string", 0, "The node the volume is attached to."),
+            col("Attached", "boolean", 0, "Whether the volume is attached."),
+            age,
         ],
         _ => vec![
             name,
@@ -177,6 +185,14 @@ pub(super) fn cells(obj: &Object, name: Value, age: Value) -> Vec<Value> {
             name,
             json!(c.storage_class_name),
             json!(c.capacity.as_ref().map_or_else(|| "<unset>".to_string(), |q| q.0.clone())),
+        ],
+        Object::VolumeAttachment(va) => vec![
+            name,
+            json!(va.spec.attacher),
+            json!(va.spec.source.persistent_volume_name.as_deref().unwrap_or("")),
+            json!(va.spec.node_name),
+            json!(va.status.as_ref().is_some_and(|s| s.attached)),
+            age,
         ],
         _ => vec![name, age],
     }

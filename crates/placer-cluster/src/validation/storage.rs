@@ -4,7 +4,7 @@
 //! and the PV controller read.
 
 use placer_api::k8s::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Volume};
-use placer_api::k8s::api::storage::v1::{CSINode, CSIStorageCapacity, StorageClass};
+use placer_api::k8s::api::storage::v1::{CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment};
 
 use super::{
     check_dns_label, immutable, json, parse_quantity, validate_node_selector_term, validate_selector, Errors,
@@ -231,10 +231,41 @@ pub(super) fn validate_csi_storage_capacity(e: &mut Errors, c: &CSIStorageCapaci
     }
 }
 
+/// A VolumeAttachment on create (`ValidateVolumeAttachment`): an attacher, a node name and
+/// exactly one source.
+pub(super) fn validate_volume_attachment(e: &mut Errors, va: &VolumeAttachment) {
+    let spec = &va.spec;
+    if spec.attacher.is_empty() {
+        e.required("spec.attacher", "");
+    } else if let Err(m) = super::check_dns_subdomain(&spec.attacher) {
+        e.invalid("spec.attacher", &spec.attacher, &m);
+    }
+    if spec.node_name.is_empty() {
+        e.required("spec.nodeName", "");
+    }
+    let source = &spec.source;
+    match (&source.persistent_volume_name, &source.inline_volume_spec) {
+        (None, None) => {
+            e.required("spec.source", "must specify exactly one of inlineVolumeSpec and persistentVolumeName")
+        }
+        (Some(_), Some(_)) => e.forbidden(
+            "spec.source",
+            "must specify exactly one of inlineVolumeSpec and persistentVolumeName",
+        ),
+        (Some(name), None) if name.is_empty() => {
+            e.required("spec.source.persistentVolumeName", "must specify non empty persistentVolumeName")
+        }
+        _ => {}
+    }
+}
+
 /// What the API server keeps immutable on update.
 pub(super) fn storage_update(e: &mut Errors, old: &super::Object, new: &super::Object) {
     use super::Object;
     match (old, new) {
+        (Object::VolumeAttachment(o), Object::VolumeAttachment(n)) => {
+            immutable(e, "spec", json(&o.spec), json(&n.spec));
+        }
         (Object::CSIStorageCapacity(o), Object::CSIStorageCapacity(n)) => {
             immutable(e, "nodeTopology", json(&o.node_topology), json(&n.node_topology));
             immutable(e, "storageClassName", json(&o.storage_class_name), json(&n.storage_class_name));

@@ -37,7 +37,7 @@ use placer_api::annotations::{
     PODSET_SLICE_REQUIRED_TOPOLOGY_CONSTRAINTS, PODSET_SLICE_SIZE, PODSET_UNCONSTRAINED_TOPOLOGY,
 };
 use placer_api::gates::{FeatureGates, Gate};
-use placer_api::k8s::api::batch::v1::Job;
+use placer_api::k8s::api::batch::v1::{CronJob, Job};
 use placer_cluster::validation::{check_label_key, echo, render, FieldError};
 use placer_cluster::{Admission, ClusterStore, Object};
 
@@ -322,6 +322,28 @@ pub fn validate_job(job: &Job, levels: &[String], gates: &FeatureGates) -> Vec<F
     errs
 }
 
+/// The problems every Job a CronJob creates will have, under the CronJob's own field paths
+/// (`spec.jobTemplate.spec.template.metadata.annotations[<key>]`).
+///
+/// Kueue has no CronJob integration and no CronJob webhook (`pkg/controller/jobs` has none;
+/// its "Run A CronJob" page has users put the queue name on `jobTemplate.metadata`): the
+/// CronJob is accepted as it is, and each Job its controller creates from the template goes
+/// through the Job webhook, which refuses it (kube's CronJob controller then records
+/// `FailedCreate` on the CronJob). So this is not an admission check: `placer validate`
+/// reports it as a warning on the CronJob, where the user can fix it.
+pub fn validate_cronjob_template(cj: &CronJob, levels: &[String], gates: &FeatureGates) -> Vec<FieldError> {
+    let template = &cj.spec.job_template;
+    let job = Job {
+        metadata: template.metadata.clone().unwrap_or_default(),
+        spec: template.spec.clone(),
+        status: None,
+    };
+    validate_job(&job, levels, gates)
+        .into_iter()
+        .map(|e| FieldError { field: format!("spec.jobTemplate.{}", e.field), message: e.message })
+        .collect()
+}
+
 /// The admission message for a Job's problems (the store names the Job).
 pub fn denial(errors: &[FieldError]) -> String {
     format!("admission webhook {WEBHOOK:?} denied the request: {}", render(errors))
@@ -570,5 +592,38 @@ mod tests {
         assert!(
             denial(&errs).starts_with("admission webhook \"vjob.kb.io\" denied the request: spec.template")
         );
+    }
+
+    #[test]
+    fn a_cronjob_template_is_checked_as_the_jobs_it_creates_under_its_own_paths() {
+        let t = job(
+            4,
+            &[
+                (PODSET_REQUIRED_TOPOLOGY, "rack"),
+                (PODSET_SLICE_REQUIRED_TOPOLOGY, "rack"),
+                (PODSET_SLICE_SIZE, "0"),
+            ],
+        );
+        let cj: CronJob = serde_json::from_value(json!({
+            "metadata": {"name": "nightly", "namespace": "default"},
+            "spec": {"schedule": "*/1 * * * *", "jobTemplate": {"spec": t.spec}}
+        }))
+        .expect("cronjob");
+        let e: Vec<String> = validate_cronjob_template(&cj, &[], &FeatureGates::default())
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            e,
+            ["spec.jobTemplate.spec.template.metadata.annotations[kueue.x-k8s.io/podset-slice-size]: \
+              Invalid value: \"0\": must be greater than or equal to 1"]
+        );
+        let ok = job(4, &[(PODSET_REQUIRED_TOPOLOGY, "rack")]);
+        let cj: CronJob = serde_json::from_value(json!({
+            "metadata": {"name": "nightly"},
+            "spec": {"schedule": "*/1 * * * *", "jobTemplate": {"spec": ok.spec}}
+        }))
+        .expect("cronjob");
+        assert!(validate_cronjob_template(&cj, &[], &FeatureGates::default()).is_empty());
     }
 }

@@ -1,12 +1,14 @@
-//! Storage objects in ([`StorageEvent`]): claims, volumes, classes, CSI nodes, drivers and
-//! storage capacities
+//! Storage objects in ([`StorageEvent`]): claims, volumes, classes, CSI nodes, drivers,
+//! storage capacities and volume attachments
 //! update the snapshot's volume state, and unschedulable pods are moved on (a claim may
 //! have been bound, a volume created, a class added).
 
 use std::sync::Arc;
 
 use placer_api::k8s::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
+use placer_api::k8s::api::storage::v1::{
+    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+};
 
 use super::Engine;
 use crate::model::ObjectKey;
@@ -26,6 +28,8 @@ pub enum StorageEvent {
     CsiDriverDeleted(String),
     CapacityUpserted(Arc<CSIStorageCapacity>),
     CapacityDeleted(ObjectKey),
+    AttachmentUpserted(Arc<VolumeAttachment>),
+    AttachmentDeleted(String),
 }
 
 impl Engine {
@@ -44,6 +48,8 @@ impl Engine {
             StorageEvent::CsiDriverDeleted(n) => v.remove_csi_driver(&n),
             StorageEvent::CapacityUpserted(c) => v.upsert_capacity(c),
             StorageEvent::CapacityDeleted(k) => v.remove_capacity(&k),
+            StorageEvent::AttachmentUpserted(a) => v.upsert_attachment(a),
+            StorageEvent::AttachmentDeleted(n) => v.remove_attachment(&n),
         }
         self.queue.move_all_unschedulable(now_ms, |_| true);
     }

@@ -6,9 +6,12 @@
 //! claim. In-tree volumes of plugins migrated to CSI (AWS EBS, GCE PD, Azure Disk, Cinder,
 //! Portworx: inline, as PVs, or as an in-tree provisioner) count against the CSI driver
 //! they translate to, with the translated handle, on a node that has a CSINode (see
-//! [`crate::framework::volumes::translation`]). A node without a CSINode or without a
-//! count for the driver has no limit. A claim of the pod that does not exist is
-//! UnschedulableAndUnresolvable here.
+//! [`crate::framework::volumes::translation`]). The node's VolumeAttachments count too (a
+//! volume is attached until it is detached, after its pod is gone): each one of a CSI PV
+//! counts against its attacher with the PV's handle, unless a pod on the node already uses
+//! that volume (upstream's `getNodeVolumeAttachmentInfo`; no feature gate in v1.36). A node
+//! without a CSINode or without a count for the driver has no limit. A claim of the pod
+//! that does not exist is UnschedulableAndUnresolvable here.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -143,6 +146,14 @@ impl FilterPlugin for NodeVolumeLimits {
         let mut attached_count: BTreeMap<&str, i64> = BTreeMap::new();
         for (driver, _) in &attached {
             *attached_count.entry(driver.as_str()).or_default() += 1;
+        }
+        // Volumes still attached to the node (VolumeAttachments, e.g. of a deleted pod
+        // whose volume is being detached) count too, once, unless a pod there uses them.
+        let attachments: BTreeSet<(&str, &str)> = snap.volumes().attached_volumes(node.name()).collect();
+        for (driver, handle) in attachments {
+            if !attached.iter().any(|(d, h)| d == driver && h == handle) {
+                *attached_count.entry(driver).or_default() += 1;
+            }
         }
         let mut new_count: BTreeMap<&str, i64> = BTreeMap::new();
         for vol in new.iter().filter(|v| !attached.contains(*v)) {

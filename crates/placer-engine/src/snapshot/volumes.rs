@@ -16,13 +16,15 @@
 //! (and its selected node) until the rollback, like the capacity it holds; the bindings a
 //! pod's PreBind wrote stay recorded until the store shows them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use placer_api::k8s::api::core::v1::{
     NodeSelector, PersistentVolume, PersistentVolumeClaim, TopologySelectorTerm,
 };
-use placer_api::k8s::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
+use placer_api::k8s::api::storage::v1::{
+    CSIDriver, CSINode, CSIStorageCapacity, StorageClass, VolumeAttachment,
+};
 use placer_api::quantity::parse_units;
 
 use crate::framework::helper::{label_selector_matches, node_selector_terms_match, Labels};
@@ -101,6 +103,10 @@ pub struct VolumeState {
     csi_nodes: BTreeMap<String, Arc<CSINode>>,
     csi_drivers: BTreeMap<String, Arc<CSIDriver>>,
     capacities: BTreeMap<ObjectKey, Arc<CSIStorageCapacity>>,
+    /// VolumeAttachments by name, and their names by `spec.nodeName` (kube-scheduler's
+    /// `va.spec.nodename` index).
+    attachments: BTreeMap<String, Arc<VolumeAttachment>>,
+    attachments_by_node: BTreeMap<String, BTreeSet<String>>,
     /// PV name -> claim it is assumed bound to (not yet in the store).
     assumed_pv: BTreeMap<String, AssumedRef>,
     /// Claim -> node selected for provisioning (not yet in the store).
@@ -271,6 +277,38 @@ impl VolumeState {
     }
     pub fn remove_capacity(&mut self, key: &ObjectKey) {
         self.capacities.remove(key);
+    }
+    pub fn upsert_attachment(&mut self, va: Arc<VolumeAttachment>) {
+        let Some(name) = va.metadata.name.clone() else { return };
+        self.remove_attachment(&name);
+        self.attachments_by_node.entry(va.spec.node_name.clone()).or_default().insert(name.clone());
+        self.attachments.insert(name, va);
+    }
+    pub fn remove_attachment(&mut self, name: &str) {
+        let Some(old) = self.attachments.remove(name) else { return };
+        if let Some(names) = self.attachments_by_node.get_mut(&old.spec.node_name) {
+            names.remove(name);
+            if names.is_empty() {
+                self.attachments_by_node.remove(&old.spec.node_name);
+            }
+        }
+    }
+
+    /// NodeVolumeLimits' `getNodeVolumeAttachmentInfo`: the CSI volumes the node's
+    /// VolumeAttachments attach, as (attacher, the PV's CSI `volumeHandle`). An attachment
+    /// without an attacher or a PV name, whose PV is unknown, or whose PV has no CSI source
+    /// is skipped.
+    pub fn attached_volumes(&self, node: &str) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.attachments_by_node.get(node).into_iter().flatten().filter_map(move |name| {
+            let va = self.attachments.get(name)?;
+            let attacher = va.spec.attacher.as_str();
+            let pv_name = va.spec.source.persistent_volume_name.as_deref()?;
+            if attacher.is_empty() {
+                return None;
+            }
+            let csi = self.pvs.get(pv_name)?.spec.as_ref()?.csi.as_ref()?;
+            Some((attacher, csi.volume_handle.as_str()))
+        })
     }
 
     /// Upstream's `hasEnoughCapacity`: a claim without a storage request, or whose
@@ -487,19 +525,20 @@ impl VolumeState {
         node_name: &str,
         labels: &Labels,
     ) -> Result<Result<PodVolumes, Vec<&'static str>>, String> {
-        // checkBoundClaims: the first claim whose PV is missing or does not fit decides.
+        // checkBoundClaims: the first claim whose PV is missing or does not fit decides; an
+        // in-tree PV is checked with its CSI-translated node affinity where its plugin is
+        // migrated (`tryTranslatePVToCSI`).
         let (mut bound_ok, mut pv_found) = (true, true);
+        let csi_node = self.csi_nodes.get(node_name).map(|n| &**n);
         for pvc in &claims.bound {
-            match self.pvs.get(volume_name(pvc)) {
-                None => {
-                    pv_found = false;
-                    break;
-                }
-                Some(pv) if !pv_node_affinity_matches(pv, labels) => {
-                    bound_ok = false;
-                    break;
-                }
-                Some(_) => {}
+            let Some(pv) = self.pvs.get(volume_name(pvc)) else {
+                pv_found = false;
+                break;
+            };
+            let pv = translation::pv_for_node_affinity(pv, csi_node)?;
+            if !pv_node_affinity_matches(&pv, labels) {
+                bound_ok = false;
+                break;
             }
         }
         let unbound = self.find_unbound(claims, node_name, labels)?;

@@ -272,13 +272,19 @@ pub fn place_unit(
     } else {
         (worker_idx, Role::Worker, leader_now)
     };
+    // Rank offsets as Kueue's TopologyUngater gives them: the workers of a leader + workers
+    // group start after the leader's pods, and each PodGroup's own
+    // `kueue.x-k8s.io/pod-index-offset` is added to that.
     let leader_offset = match leader_idx {
-        Some(l) if main_role == Role::Worker => total_pods(cycles[l]),
+        Some(l) if main_role == Role::Worker => i64::from(total_pods(cycles[l])),
         _ => 0,
     };
-    let main =
-        member(main_idx, cycles[main_idx], requests[main_idx].pod_index_offset.unwrap_or(leader_offset));
-    let leader = leader_now.map(|l| member(l, cycles[l], 0));
+    let main_offset = leader_offset + own_offset(cycles[main_idx])?;
+    let main = member(main_idx, cycles[main_idx], main_offset);
+    let leader = match leader_now {
+        Some(l) => Some(member(l, cycles[l], own_offset(cycles[l])?)),
+        None => None,
+    };
     let request = &requests[main_idx];
 
     cache.refresh(snap, levels)?;
@@ -342,7 +348,7 @@ pub fn rank_unit(
     }
     let request = parse_request(&cycle.group, levels, &config.gates, total_pods(cycle))
         .map_err(|e| UnitFailure::unschedulable(e.to_string()))?;
-    let main = member(0, cycle, request.pod_index_offset.unwrap_or(0));
+    let main = member(0, cycle, own_offset(cycle)?);
     cache.refresh(snap, levels)?;
     let pinned = pinned_nodes(cache, snap, &[cycle], &request)?;
     let nodes = build_nodes(cache, snap, &main, None, pinned.as_deref(), &Corrections::default(), config);
@@ -367,7 +373,18 @@ fn total_pods(c: &GroupCycle) -> u32 {
     u32::try_from(c.pods.len()).unwrap_or(u32::MAX).saturating_add(c.scheduled_count())
 }
 
-fn member(unit_index: usize, cycle: &GroupCycle, offset: u32) -> Member<'_> {
+/// A PodGroup's own `kueue.x-k8s.io/pod-index-offset` ([`super::pod_index_offset`]), read
+/// from the PodGroup, else from its first pod by name (Kueue reads the first pod it lists).
+fn own_offset(cycle: &GroupCycle) -> Result<i64, UnitFailure> {
+    let first = cycle.pods.iter().min_by(|a, b| a.key.name.cmp(&b.key.name));
+    super::pod_index_offset(
+        &cycle.group,
+        first.and_then(|p| p.view.pod_index_offset.as_deref().map(String::as_str)),
+    )
+    .map_err(|e| UnitFailure::unschedulable(e.to_string()))
+}
+
+fn member(unit_index: usize, cycle: &GroupCycle, offset: i64) -> Member<'_> {
     let mut requests = Resources::default();
     for p in &cycle.pods {
         requests.max_with(&p.requests);
@@ -382,14 +399,15 @@ pub fn pod_index(pod: &PodInfo) -> Option<u64> {
     pod.view.pod_index
 }
 
-/// Pods in placing order: by rank (index − `offset`) when every pod has an index, each
-/// rank is in `0..size` (`size`: the group's pod count) and no two share one, else in the
-/// order given (SEMANTICS §13; Kueue's `readRanksForLabels`).
-pub fn placing_order(pods: &[std::sync::Arc<PodInfo>], offset: u32, size: u32) -> Vec<usize> {
-    let mut ranked: Vec<(u64, usize)> = Vec::with_capacity(pods.len());
+/// Pods in placing order: by rank (index − `offset`; the offset may be negative) when every
+/// pod has an index, each rank is in `0..size` (`size`: the group's pod count) and no two
+/// share one, else in the order given (SEMANTICS §13; Kueue's `readRanksForLabels`, which
+/// falls back to greedy order for the whole PodSet on a rank below 0 or past the size).
+pub fn placing_order(pods: &[std::sync::Arc<PodInfo>], offset: i64, size: u32) -> Vec<usize> {
+    let mut ranked: Vec<(i128, usize)> = Vec::with_capacity(pods.len());
     for (i, p) in pods.iter().enumerate() {
-        match pod_index(p).and_then(|x| x.checked_sub(u64::from(offset))) {
-            Some(rank) if rank < u64::from(size) => ranked.push((rank, i)),
+        match pod_index(p).map(|x| i128::from(x) - i128::from(offset)) {
+            Some(rank) if (0..i128::from(size)).contains(&rank) => ranked.push((rank, i)),
             _ => return (0..pods.len()).collect(),
         }
     }

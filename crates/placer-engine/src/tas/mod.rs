@@ -53,7 +53,7 @@ use crate::resources::Resources;
 use algorithm::{DomainState, Params, Solver};
 #[cfg(test)]
 pub use request::SliceLayer;
-pub use request::{parse_request, validate_group, TasError, TopologyMode, TopologyRequest};
+pub use request::{parse_request, pod_index_offset, validate_group, TasError, TopologyMode, TopologyRequest};
 #[cfg(test)]
 pub use tree::HOSTNAME_LEVEL;
 pub use tree::{DomainId, DomainTree};

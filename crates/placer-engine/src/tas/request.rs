@@ -14,7 +14,8 @@
 //!   slice annotations without a required / preferred level: "slice only" (the search
 //!   starts at the highest level and is otherwise unconstrained);
 //! * `kueue.x-k8s.io/podset-group-name`: leader + workers placed as one problem;
-//! * `kueue.x-k8s.io/pod-index-offset`: first pod index (rank) of this PodGroup.
+//! * `kueue.x-k8s.io/pod-index-offset` (read apart, by [`pod_index_offset`]: Kueue's webhooks
+//!   never check it, its TopologyUngater reads it from the pods when it hands out ranks).
 //!
 //! Every error names the PodGroup and the annotation (or field) at fault.
 
@@ -83,20 +84,12 @@ pub struct TopologyRequest {
     pub multi_layer: bool,
     /// `kueue.x-k8s.io/podset-group-name`.
     pub group_name: Option<String>,
-    /// `kueue.x-k8s.io/pod-index-offset`.
-    pub pod_index_offset: Option<u32>,
 }
 
 impl TopologyRequest {
     /// A request with the given mode and nothing else (no slices, no group).
     pub fn new(mode: TopologyMode) -> TopologyRequest {
-        TopologyRequest {
-            mode,
-            slices: Vec::new(),
-            multi_layer: false,
-            group_name: None,
-            pod_index_offset: None,
-        }
+        TopologyRequest { mode, slices: Vec::new(), multi_layer: false, group_name: None }
     }
 
     /// The request with these two-level slices (`podset-slice-required-topology` at `level`,
@@ -319,26 +312,37 @@ pub fn parse_request(
         }
     }
 
-    let pod_index_offset = match pg.annotation(POD_INDEX_OFFSET) {
-        None => None,
-        Some(v) => {
-            if group_name.is_some() {
-                return Err(TasError::MutuallyExclusive {
-                    group,
-                    first: Source(POD_INDEX_OFFSET),
-                    second: Source(PODSET_GROUP_NAME),
-                });
-            }
-            Some(v.trim().parse::<u32>().map_err(|_| TasError::InvalidValue {
-                group: group.clone(),
-                annotation: POD_INDEX_OFFSET,
-                value: v.to_string(),
-                reason: "must be a non-negative integer".to_string(),
-            })?)
-        }
-    };
+    Ok(TopologyRequest { mode, slices, multi_layer, group_name })
+}
 
-    Ok(TopologyRequest { mode, slices, multi_layer, group_name, pod_index_offset })
+/// Kueue's error when the offset does not read (`errParseOffsetAnnotation`).
+pub const ERR_PARSE_OFFSET: &str = "failed to parse offset annotation";
+
+/// The `kueue.x-k8s.io/pod-index-offset` of a PodGroup's pods, as Kueue's TopologyUngater
+/// reads it (`pkg/controller/tas/topology_ungater.go`): the value on the PodGroup (Placer's
+/// Job controller copies the pod template's annotations there), else on `first_pod` (Kueue
+/// reads the first pod of the PodSet and assumes the others carry the same), parsed as Go's
+/// `strconv.Atoi` (an optional sign and decimal digits: negative offsets are accepted);
+/// 0 when absent. The ungater *adds* it to the rank offset a leader + workers group already
+/// gives its workers. A value that does not parse leaves every pod of the workload gated
+/// there; here the group is unschedulable with Kueue's error.
+pub fn pod_index_offset(pg: &PodGroupInfo, first_pod: Option<&str>) -> Result<i64, TasError> {
+    let Some(value) = pg.annotation(POD_INDEX_OFFSET).or(first_pod) else { return Ok(0) };
+    value.parse::<i64>().map_err(|_| {
+        // Go's `strconv.Atoi` error text.
+        let digits = value.strip_prefix(['+', '-']).unwrap_or(value);
+        let why = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            "value out of range"
+        } else {
+            "invalid syntax"
+        };
+        TasError::InvalidValue {
+            group: pg.key.to_string(),
+            annotation: POD_INDEX_OFFSET,
+            value: value.to_string(),
+            reason: format!("{ERR_PARSE_OFFSET}: strconv.Atoi: parsing {value:?}: {why}"),
+        }
+    })
 }
 
 /// Checks the two PodGroups of one leader + workers group (same
@@ -668,12 +672,30 @@ mod tests {
     fn group_name_and_pod_index_offset() {
         let r = parse(Some(RACK), &[(PODSET_GROUP_NAME, "lws")], 4).unwrap();
         assert_eq!(r.group_name.as_deref(), Some("lws"));
-        let r = parse(Some(RACK), &[(POD_INDEX_OFFSET, "1")], 4).unwrap();
-        assert_eq!(r.pod_index_offset, Some(1));
-        let err = parse(Some(RACK), &[(POD_INDEX_OFFSET, "-1")], 4).unwrap_err();
-        assert!(matches!(err, TasError::InvalidValue { .. }), "{err}");
-        let err = parse(Some(RACK), &[(POD_INDEX_OFFSET, "1"), (PODSET_GROUP_NAME, "g")], 4).unwrap_err();
-        assert!(matches!(err, TasError::MutuallyExclusive { .. }), "{err}");
+        // Kueue's webhooks do not check the offset; with a group name both apply (the
+        // ungater adds the offset to the leader count).
+        let r = parse(Some(RACK), &[(POD_INDEX_OFFSET, "x"), (PODSET_GROUP_NAME, "g")], 4).unwrap();
+        assert_eq!(r.group_name.as_deref(), Some("g"));
+    }
+
+    #[test]
+    fn pod_index_offset_reads_as_go_atoi_from_the_group_then_the_pod() {
+        let offset = |ann: &[(&str, &str)], pod: Option<&str>| pod_index_offset(&group(Some(RACK), ann), pod);
+        assert_eq!(offset(&[], None).unwrap(), 0);
+        assert_eq!(offset(&[(POD_INDEX_OFFSET, "1")], None).unwrap(), 1);
+        assert_eq!(offset(&[], Some("2")).unwrap(), 2);
+        assert_eq!(offset(&[(POD_INDEX_OFFSET, "1")], Some("2")).unwrap(), 1, "the PodGroup's value first");
+        assert_eq!(offset(&[], Some("-1")).unwrap(), -1);
+        assert_eq!(offset(&[], Some("+3")).unwrap(), 3);
+        for bad in ["invalid", " 1", "1 ", "", "+", "1_0", "0x1", "9223372036854775808"] {
+            let err = offset(&[], Some(bad)).unwrap_err();
+            assert!(err.to_string().contains(ERR_PARSE_OFFSET), "{bad:?}: {err}");
+            assert!(err.to_string().contains(POD_INDEX_OFFSET), "{bad:?}: {err}");
+        }
+        let err = offset(&[], Some("9223372036854775808")).unwrap_err();
+        assert!(err.to_string().ends_with("value out of range"), "{err}");
+        let err = offset(&[], Some("x")).unwrap_err();
+        assert!(err.to_string().ends_with(r#"strconv.Atoi: parsing "x": invalid syntax"#), "{err}");
     }
 
     #[test]

@@ -72,6 +72,7 @@ fn collection_of(kind: &str) -> (&'static str, &'static str) {
         "CSINode" => ("/apis/storage.k8s.io/v1", "csinodes"),
         "CSIDriver" => ("/apis/storage.k8s.io/v1", "csidrivers"),
         "CSIStorageCapacity" => ("/apis/storage.k8s.io/v1", "csistoragecapacities"),
+        "VolumeAttachment" => ("/apis/storage.k8s.io/v1", "volumeattachments"),
         other => panic!("fake API: no collection for kind {other}"),
     }
 }

@@ -263,3 +263,52 @@ fn provisioning_checks_csi_storage_capacity_when_the_driver_opts_in() {
     let claims = s.pod_claims(&pod(&["p"])).unwrap().unwrap();
     assert!(s.find_pod_volumes(&claims, "n1", &labels("n1")).unwrap().is_ok());
 }
+
+#[test]
+fn volume_attachments_are_indexed_by_node_and_resolved_through_csi_pvs() {
+    use placer_api::k8s::api::storage::v1::VolumeAttachment;
+    let va = |name: &str, node: &str, attacher: &str, pv: Option<&str>| -> Arc<VolumeAttachment> {
+        let mut source = serde_json::json!({});
+        if let Some(pv) = pv {
+            source = serde_json::json!({"persistentVolumeName": pv});
+        }
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name},
+                "spec": {"attacher": attacher, "nodeName": node, "source": source},
+            }))
+            .unwrap(),
+        )
+    };
+    let csi_pv = |name: &str, handle: &str| -> Arc<PersistentVolume> {
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name},
+                "spec": {"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": handle}},
+            }))
+            .unwrap(),
+        )
+    };
+    let mut v = VolumeState::default();
+    v.upsert_pv(csi_pv("pv-1", "vol-1"));
+    v.upsert_pv(csi_pv("pv-2", "vol-2"));
+    v.upsert_pv(pv("local", "c", "1Gi", Some("n1")));
+    v.upsert_attachment(va("a", "n1", "ebs.csi.aws.com", Some("pv-1")));
+    v.upsert_attachment(va("b", "n1", "", Some("pv-2"))); // no attacher
+    v.upsert_attachment(va("c", "n1", "ebs.csi.aws.com", None)); // inline spec, no PV name
+    v.upsert_attachment(va("d", "n1", "ebs.csi.aws.com", Some("missing")));
+    v.upsert_attachment(va("e", "n1", "ebs.csi.aws.com", Some("local"))); // not a CSI PV
+    v.upsert_attachment(va("f", "n2", "ebs.csi.aws.com", Some("pv-2")));
+    let on =
+        |v: &VolumeState, n: &str| v.attached_volumes(n).map(|(a, h)| format!("{a}/{h}")).collect::<Vec<_>>();
+    assert_eq!(on(&v, "n1"), ["ebs.csi.aws.com/vol-1"]);
+    assert_eq!(on(&v, "n2"), ["ebs.csi.aws.com/vol-2"]);
+    // An update that moves the attachment re-indexes it; a delete forgets it.
+    v.upsert_attachment(va("f", "n1", "ebs.csi.aws.com", Some("pv-2")));
+    assert_eq!(on(&v, "n1"), ["ebs.csi.aws.com/vol-1", "ebs.csi.aws.com/vol-2"]);
+    assert!(on(&v, "n2").is_empty());
+    v.remove_attachment("a");
+    v.remove_attachment("f");
+    assert!(on(&v, "n1").is_empty());
+    assert!(!v.attachments_by_node.contains_key("n2"), "an emptied node leaves the index");
+}

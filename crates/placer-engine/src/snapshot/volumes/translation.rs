@@ -1,14 +1,20 @@
-//! In-tree volume to CSI translation as kube-scheduler's NodeVolumeLimits uses it
-//! (`k8s.io/csi-translation-lib` and the plugin's `isCSIMigrationOn`, v1.36): which in-tree
-//! plugin a PV or an inline volume belongs to, the CSI driver it migrated to, and the
-//! translated volume handle that identifies one volume across pods.
+//! In-tree volume to CSI translation as kube-scheduler uses it (`k8s.io/csi-translation-lib`,
+//! v1.36): which in-tree plugin a PV or an inline volume belongs to, the CSI driver it
+//! migrated to, and the translated volume handle that identifies one volume across pods
+//! (NodeVolumeLimits, with its `isCSIMigrationOn`); and the translated node affinity of an
+//! in-tree PV (VolumeBinding's `tryTranslatePVToCSI`, on a node whose CSINode lists the
+//! plugin in `storage.alpha.kubernetes.io/migrated-plugins`).
 //!
 //! The library knows seven in-tree plugins; the scheduler counts only those whose
 //! migration is complete (AWS EBS, GCE PD, Azure Disk, Cinder, Portworx), and only on a
 //! node with a CSINode. Azure File and vSphere volumes are recognized (an unbound claim of
 //! such a class is not counted under the in-tree name) but never counted.
 
-use placer_api::k8s::api::core::v1::{PersistentVolume, Volume};
+use std::borrow::Cow;
+
+use placer_api::k8s::api::core::v1::{
+    NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PersistentVolume, Volume, VolumeNodeAffinity,
+};
 use placer_api::k8s::api::storage::v1::CSINode;
 
 pub const AWS_EBS: &str = "kubernetes.io/aws-ebs";
@@ -173,6 +179,158 @@ pub fn translate_inline(v: &Volume) -> Result<(&'static str, String), String> {
     Ok((driver, handle))
 }
 
+/// The CSINode annotation listing the in-tree plugins migrated on the node
+/// (`v1.MigratedPluginsAnnotationKey`), comma-separated.
+pub const MIGRATED_PLUGINS_ANNOTATION: &str = "storage.alpha.kubernetes.io/migrated-plugins";
+
+const ZONE_GA: &str = "topology.kubernetes.io/zone";
+const REGION_GA: &str = "topology.kubernetes.io/region";
+const ZONE_BETA: &str = "failure-domain.beta.kubernetes.io/zone";
+const REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
+/// `labelMultiZoneDelimiter`.
+const MULTI_ZONE_DELIMITER: &str = "__";
+
+/// The CSI topology key an in-tree PV's zone becomes (`AWSEBSTopologyKey`,
+/// `GCEPDTopologyKey`, `CinderTopologyKey`); the other plugins' translators leave the node
+/// affinity as it is.
+fn csi_topology_key(plugin: &str) -> Option<&'static str> {
+    match plugin {
+        AWS_EBS => Some("topology.ebs.csi.aws.com/zone"),
+        GCE_PD => Some("topology.gke.io/zone"),
+        CINDER => Some("topology.cinder.csi.openstack.org/zone"),
+        _ => None,
+    }
+}
+
+/// VolumeBinding's `isPluginMigratedToCSIOnNode`: the node's CSINode lists the plugin in
+/// [`MIGRATED_PLUGINS_ANNOTATION`].
+pub fn migrated_on_node(csi_node: Option<&CSINode>, plugin: &str) -> bool {
+    csi_node
+        .and_then(|n| n.metadata.annotations.as_ref())
+        .and_then(|a| a.get(MIGRATED_PLUGINS_ANNOTATION))
+        .is_some_and(|list| list.split(',').any(|p| p == plugin))
+}
+
+fn terms_mut(pv: &mut PersistentVolume) -> Option<&mut Vec<NodeSelectorTerm>> {
+    let terms = &mut pv.spec.as_mut()?.node_affinity.as_mut()?.required.as_mut()?.node_selector_terms;
+    Some(terms)
+}
+
+/// `TopologyKeyExist`.
+fn key_exists(pv: &PersistentVolume, key: &str) -> bool {
+    let Some(required) =
+        pv.spec.as_ref().and_then(|s| s.node_affinity.as_ref()).and_then(|a| a.required.as_ref())
+    else {
+        return false;
+    };
+    required
+        .node_selector_terms
+        .iter()
+        .flat_map(|t| t.match_expressions.iter().flatten())
+        .any(|r| r.key == key)
+}
+
+/// `getTopologyValues`: the values of `key` in the PV's node affinity, sorted and unique.
+fn topology_values(pv: &PersistentVolume, key: &str) -> Vec<String> {
+    let Some(required) =
+        pv.spec.as_ref().and_then(|s| s.node_affinity.as_ref()).and_then(|a| a.required.as_ref())
+    else {
+        return Vec::new();
+    };
+    let values: std::collections::BTreeSet<&String> = required
+        .node_selector_terms
+        .iter()
+        .flat_map(|t| t.match_expressions.iter().flatten())
+        .filter(|r| r.key == key)
+        .flat_map(|r| r.values.iter().flatten())
+        .collect();
+    values.into_iter().cloned().collect()
+}
+
+/// `replaceTopology`: every requirement on `old` now reads `new`.
+fn replace_topology(pv: &mut PersistentVolume, old: &str, new: &str) {
+    if let Some(terms) = terms_mut(pv) {
+        for r in terms.iter_mut().flat_map(|t| t.match_expressions.iter_mut().flatten()) {
+            if r.key == old {
+                r.key = new.to_string();
+            }
+        }
+    }
+}
+
+/// `addTopology`: `key In zones` (trimmed, unique, sorted) added to every term, creating
+/// the affinity and one term when missing; nothing without a zone.
+fn add_topology(pv: &mut PersistentVolume, key: &str, zones: &[&str]) {
+    let zones: std::collections::BTreeSet<&str> =
+        zones.iter().map(|z| z.trim()).filter(|z| !z.is_empty()).collect();
+    if zones.is_empty() {
+        return;
+    }
+    let spec = pv.spec.get_or_insert_with(Default::default);
+    let affinity = spec.node_affinity.get_or_insert_with(VolumeNodeAffinity::default);
+    let required = affinity.required.get_or_insert_with(NodeSelector::default);
+    if required.node_selector_terms.is_empty() {
+        required.node_selector_terms.push(NodeSelectorTerm::default());
+    }
+    let requirement = NodeSelectorRequirement {
+        key: key.to_string(),
+        operator: "In".to_string(),
+        values: Some(zones.into_iter().map(str::to_string).collect()),
+    };
+    for t in &mut required.node_selector_terms {
+        t.match_expressions.get_or_insert_with(Vec::new).push(requirement.clone());
+    }
+}
+
+/// `translateTopologyFromInTreeToCSI`: the zone requirement (GA or beta, whichever the
+/// node affinity, else the labels, use; GA by default) becomes `csi_key`, or without one
+/// the zone label's values (`__`-separated) are added under `csi_key`; a beta region
+/// requirement becomes the GA region.
+fn translate_topology(pv: &mut PersistentVolume, csi_key: &str) {
+    let label = |pv: &PersistentVolume, k: &str| pv.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned();
+    let (zone, region) = if key_exists(pv, ZONE_GA) {
+        (ZONE_GA, REGION_GA)
+    } else if key_exists(pv, ZONE_BETA) {
+        (ZONE_BETA, REGION_BETA)
+    } else if label(pv, ZONE_GA).is_some() {
+        (ZONE_GA, REGION_GA)
+    } else if label(pv, ZONE_BETA).is_some() {
+        (ZONE_BETA, REGION_BETA)
+    } else {
+        (ZONE_GA, REGION_GA)
+    };
+    if !topology_values(pv, zone).is_empty() {
+        replace_topology(pv, zone, csi_key);
+    } else if let Some(value) = label(pv, zone) {
+        add_topology(pv, csi_key, &value.split(MULTI_ZONE_DELIMITER).collect::<Vec<_>>());
+    }
+    if region == REGION_BETA && !topology_values(pv, region).is_empty() {
+        replace_topology(pv, region, REGION_GA);
+    }
+}
+
+/// VolumeBinding's `tryTranslatePVToCSI`: a PV of an in-tree plugin whose migration is
+/// complete (every gate GA in v1.36), on a node whose CSINode says the plugin is migrated,
+/// is checked with its translated node affinity (AWS EBS, GCE PD and Cinder zones become
+/// their CSI driver's topology key); any other PV as it is. An error is
+/// `TranslateInTreePVToCSI`'s (e.g. an EBS volume id that does not parse).
+pub fn pv_for_node_affinity<'a>(
+    pv: &'a PersistentVolume,
+    csi_node: Option<&CSINode>,
+) -> Result<Cow<'a, PersistentVolume>, String> {
+    let Some(plugin) = pv_plugin(pv) else { return Ok(Cow::Borrowed(pv)) };
+    if !matches!(plugin, AWS_EBS | PORTWORX | GCE_PD | AZURE_DISK | CINDER)
+        || !migrated_on_node(csi_node, plugin)
+    {
+        return Ok(Cow::Borrowed(pv));
+    }
+    translate_pv(pv).map_err(|e| format!("could not translate pv: {e}"))?;
+    let Some(key) = csi_topology_key(plugin) else { return Ok(Cow::Borrowed(pv)) };
+    let mut translated = pv.clone();
+    translate_topology(&mut translated, key);
+    Ok(Cow::Owned(translated))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,5 +384,102 @@ mod tests {
         }
         assert!(is_migratable_plugin(AZURE_FILE) && !is_migratable_plugin("kubernetes.io/rbd"));
         assert_eq!(csi_driver_of(AWS_EBS), Some("ebs.csi.aws.com"));
+    }
+
+    fn pv_of(v: serde_json::Value) -> PersistentVolume {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn affinity(pv: &PersistentVolume) -> serde_json::Value {
+        serde_json::to_value(pv.spec.as_ref().unwrap().node_affinity.as_ref()).unwrap()
+    }
+
+    fn migrated(plugins: &str) -> CSINode {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "node1", "annotations": {MIGRATED_PLUGINS_ANNOTATION: plugins}},
+            "spec": {"drivers": []},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn in_tree_pv_node_affinity_is_translated_only_where_the_plugin_is_migrated() {
+        // binder_test.go makeTestPVForCSIMigration: a GCE PD PV with zone labels, no affinity.
+        let pv = pv_of(serde_json::json!({
+            "metadata": {"name": "pv", "labels": {ZONE_BETA: "us-east-1", REGION_BETA: "us-east-1a"}},
+            "spec": {"gcePersistentDisk": {"pdName": "test-disk"}},
+        }));
+        let t = pv_for_node_affinity(&pv, Some(&migrated("kubernetes.io/gce-pd"))).unwrap();
+        assert_eq!(
+            affinity(&t),
+            serde_json::json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "topology.gke.io/zone", "operator": "In", "values": ["us-east-1"]}
+            ]}]}})
+        );
+        for node in [None, Some(migrated("")), Some(migrated("kubernetes.io/aws-ebs"))] {
+            assert!(matches!(pv_for_node_affinity(&pv, node.as_ref()).unwrap(), Cow::Borrowed(_)));
+        }
+    }
+
+    #[test]
+    fn zone_requirements_are_renamed_and_beta_regions_become_ga() {
+        let pv = pv_of(serde_json::json!({
+            "metadata": {"name": "pv", "labels": {ZONE_GA: "ignored"}},
+            "spec": {
+                "awsElasticBlockStore": {"volumeID": "aws://us-east-1a/vol-1"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                    {"matchExpressions": [
+                        {"key": ZONE_BETA, "operator": "In", "values": ["us-east-1a"]},
+                        {"key": REGION_BETA, "operator": "In", "values": ["us-east-1"]},
+                    ]},
+                    {"matchExpressions": [{"key": "other", "operator": "Exists"}]},
+                ]}},
+            },
+        }));
+        let t =
+            pv_for_node_affinity(&pv, Some(&migrated("kubernetes.io/gce-pd,kubernetes.io/aws-ebs"))).unwrap();
+        assert_eq!(
+            affinity(&t),
+            serde_json::json!({"required": {"nodeSelectorTerms": [
+                {"matchExpressions": [
+                    {"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": ["us-east-1a"]},
+                    {"key": REGION_GA, "operator": "In", "values": ["us-east-1"]},
+                ]},
+                {"matchExpressions": [{"key": "other", "operator": "Exists"}]},
+            ]}})
+        );
+        // Zones from a multi-zone label are added to every term, trimmed, unique, sorted.
+        let pv = pv_of(serde_json::json!({
+            "metadata": {"name": "pv", "labels": {ZONE_GA: "b__a__ __a"}},
+            "spec": {
+                "cinder": {"volumeID": "v"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "x", "operator": "Exists"}]},
+                    {"matchExpressions": [{"key": "y", "operator": "Exists"}]},
+                ]}},
+            },
+        }));
+        let t = pv_for_node_affinity(&pv, Some(&migrated("kubernetes.io/cinder"))).unwrap();
+        let zone = serde_json::json!({"key": "topology.cinder.csi.openstack.org/zone", "operator": "In", "values": ["a", "b"]});
+        assert_eq!(
+            affinity(&t),
+            serde_json::json!({"required": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "x", "operator": "Exists"}, zone]},
+                {"matchExpressions": [{"key": "y", "operator": "Exists"}, zone]},
+            ]}})
+        );
+        // Azure Disk's and Portworx's translators keep the affinity; a handle that does not
+        // translate is an error.
+        let disk = pv_of(serde_json::json!({
+            "metadata": {"name": "pv", "labels": {ZONE_GA: "z"}},
+            "spec": {"azureDisk": {"diskName": "d", "diskURI": "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/disks/d"}},
+        }));
+        assert!(affinity(&pv_for_node_affinity(&disk, Some(&migrated(AZURE_DISK))).unwrap()).is_null());
+        let bad = pv_of(serde_json::json!({
+            "metadata": {"name": "pv"},
+            "spec": {"awsElasticBlockStore": {"volumeID": "aws://us-east-1a/disk-1"}},
+        }));
+        let err = pv_for_node_affinity(&bad, Some(&migrated(AWS_EBS))).unwrap_err();
+        assert!(err.starts_with("could not translate pv: Invalid format"), "{err}");
     }
 }

@@ -233,6 +233,89 @@ fn consecutive_indexes_share_a_domain() {
     assert_eq!(placing_order(&c.pods, 0, 3), vec![0, 1, 2, 3]);
 }
 
+/// Four pods (completion indexes `first..first+4`, arriving scrambled) carrying
+/// `kueue.x-k8s.io/pod-index-offset: offset` (when given), placed unconstrained over two
+/// racks of 2: which pods share a rack.
+fn racks_with_offset(first: u64, offset: Option<&str>) -> Result<Vec<(String, String)>, UnitFailure> {
+    let mut snap = Snapshot::new();
+    for (n, r) in [("a1", "r1"), ("a2", "r1"), ("b1", "r2"), ("b2", "r2")] {
+        snap.upsert_node(node(n, r, 1));
+    }
+    let list: Vec<Arc<PodInfo>> = [2, 0, 3, 1]
+        .iter()
+        .map(|i| {
+            let index = first + i;
+            let mut v = pod_value(&format!("p{index}"), "pg", "1");
+            v["metadata"]["labels"] = json!({JOB_COMPLETION_INDEX: index.to_string()});
+            if let Some(o) = offset {
+                v["metadata"]["annotations"] = json!({placer_api::annotations::POD_INDEX_OFFSET: o});
+            }
+            pod_of(v)
+        })
+        .collect();
+    let unconstrained = [(placer_api::annotations::PODSET_UNCONSTRAINED_TOPOLOGY, "true")];
+    let c = cycle_of(group_of("pg", Some(4), &unconstrained, None), list);
+    let cfg = config(&[RACK, HOST], &[]);
+    let out = solve(&mut snap, &cfg, &[&c])?;
+    let m = out[0].as_ref().unwrap();
+    let mut racks: Vec<(String, String)> = m
+        .assignments
+        .iter()
+        .map(|(i, n)| (c.pods[*i].key.name.to_string(), snap.node(*n).info.label(RACK).unwrap().to_string()))
+        .collect();
+    racks.sort();
+    Ok(racks)
+}
+
+#[test]
+fn the_pod_index_offset_on_the_pods_shifts_ranks() {
+    // After Kueue's topology_ungater_test "ranks: support rank-based ordering for kubeflow
+    // with valid offset annotation - for all Pods", without the launcher PodSet: the
+    // workers' indexes start at 1 and their pods carry offset "1"; ranks 0..3.
+    let racks = racks_with_offset(1, Some("1")).unwrap();
+    let rack = |p: &str| racks.iter().find(|(n, _)| n == p).unwrap().1.clone();
+    assert_eq!(rack("p1"), rack("p2"));
+    assert_eq!(rack("p3"), rack("p4"));
+    assert_ne!(rack("p1"), rack("p3"));
+    // A negative offset (Go's Atoi accepts it): indexes 0..3 become ranks 1..4, rank 4 is
+    // past the size, so the whole group falls back to arrival order (2, 0, 3, 1): 2 and 0
+    // share the first rack.
+    let racks = racks_with_offset(0, Some("-1")).unwrap();
+    let rack = |p: &str| racks.iter().find(|(n, _)| n == p).unwrap().1.clone();
+    assert_eq!(rack("p2"), rack("p0"));
+    assert_eq!(rack("p3"), rack("p1"));
+    // Without the offset, indexes 1..4 give rank 4 past the size: arrival order (3, 1, 4, 2).
+    let racks = racks_with_offset(1, None).unwrap();
+    let rack = |p: &str| racks.iter().find(|(n, _)| n == p).unwrap().1.clone();
+    assert_eq!(rack("p3"), rack("p1"));
+    assert_eq!(rack("p4"), rack("p2"));
+}
+
+#[test]
+fn an_offset_that_does_not_parse_places_nothing() {
+    // Kueue's topology_ungater_test "ranks: support rank-based ordering for kubeflow with
+    // invalid offset annotation - for all Pods": the ungater fails and no pod is ungated.
+    let err = racks_with_offset(0, Some("invalid")).unwrap_err();
+    assert!(err.message.contains("failed to parse offset annotation"), "{}", err.message);
+    assert!(err.message.contains("kueue.x-k8s.io/pod-index-offset"), "{}", err.message);
+    assert!(err.message.contains("\"invalid\""), "{}", err.message);
+}
+
+#[test]
+fn placing_order_with_a_negative_offset() {
+    let list: Vec<Arc<PodInfo>> = [1, 0]
+        .iter()
+        .map(|i| {
+            let mut v = pod_value(&format!("p{i}"), "pg", "1");
+            v["metadata"]["labels"] = json!({JOB_COMPLETION_INDEX: i.to_string()});
+            pod_of(v)
+        })
+        .collect();
+    assert_eq!(placing_order(&list, -1, 3), vec![1, 0]);
+    assert_eq!(placing_order(&list, -1, 2), vec![0, 1], "index 1 is rank 2, past the size");
+    assert_eq!(placing_order(&list, i64::MIN, 2), vec![0, 1]);
+}
+
 /// Four pods arriving in the order 2, 0, 3, 1 whose index is read from `labels(i)` (and
 /// `annotations(i)`): the placing order when every index reads.
 fn order_by(labels: impl Fn(usize) -> Value, annotations: impl Fn(usize) -> Value) -> Vec<usize> {

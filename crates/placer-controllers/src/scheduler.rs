@@ -476,6 +476,12 @@ impl SchedulerController {
                 }
                 Ok(false)
             }
+            Decision::PodEvent { pod, warning, reason, message } => {
+                if store.get(&pod_ref(&pod)).is_some() {
+                    record(store, pod_ref(&pod), if warning { "Warning" } else { "Normal" }, reason, message);
+                }
+                Ok(false)
+            }
             Decision::Nominate { pod, node } => with_retry(store, "nominate", &pod_ref(&pod), |store| {
                 set_nominated(store, &pod, node.clone())
             }),

@@ -100,6 +100,9 @@ pub enum Decision {
     PodGroupDisruptionTarget { group: GroupKey, message: String },
     /// A `Scheduled` event for a bound pod ("Successfully assigned ns/pod to node").
     ScheduledEvent { pod: PodKey, message: String },
+    /// Another event on a pod (`Normal` unless `warning`), e.g. the DynamicResources
+    /// PreBind's `BindingConditionsPending` while it waits for device binding conditions.
+    PodEvent { pod: PodKey, warning: bool, reason: &'static str, message: String },
     /// DynamicResources PreBind, before the pod's [`Decision::Bind`]: write the
     /// ResourceClaim's status: set `allocation` when given (the claim had none) and add
     /// `consumer` to `reservedFor` when missing.
@@ -884,8 +887,15 @@ impl Engine {
         let key = queued.pod.key.clone();
         self.forget_nomination(&key);
         if let Some(deadline_ms) = self.binding_deadline(&queued.pod, self.now_ms) {
-            // PreBind waits for the devices' binding conditions ([`binding_wait`]).
+            // PreBind waits for the devices' binding conditions ([`binding_wait`]), and
+            // says so on the pod as upstream's PreBind does.
             self.binding_waits.insert(key.clone(), binding_wait::BindingWait { deadline_ms });
+            out.push(Decision::PodEvent {
+                pod: key.clone(),
+                warning: false,
+                reason: binding_wait::REASON_BINDING_CONDITIONS_PENDING,
+                message: format!("waiting for binding conditions for device on node {node_name}"),
+            });
         } else {
             self.emit_bind(&key, &queued.pod.uid, &node_name, out);
         }

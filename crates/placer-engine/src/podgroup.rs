@@ -118,7 +118,9 @@ struct FitSignature<'a> {
 /// [`crate::model::PodSchedulingView`] is destructured here without `..`: a new field
 /// does not compile until it is classified as part of the signature or as irrelevant to
 /// filtering (a device claim, say, must make its pods differ or return `None`).
-fn fit_signature(pod: &PodInfo) -> Option<FitSignature<'_>> {
+/// A pod with ResourceClaims has none unless `claims_checked`: the caller has checked
+/// that the claims of the pods it compares are alike ([`crate::snapshot::dra::DraState::copy_claims`]).
+fn fit_signature(pod: &PodInfo, claims_checked: bool) -> Option<FitSignature<'_>> {
     let PodInfo {
         view,
         key: _,              // identity, not a constraint
@@ -154,7 +156,7 @@ fn fit_signature(pod: &PodInfo) -> Option<FitSignature<'_>> {
     } = &**view;
     if !topology_spread_constraints.is_empty()
         || node_name.is_some()
-        || !resource_claims.is_empty()
+        || (!resource_claims.is_empty() && !claims_checked)
         || !volumes.is_empty()
     {
         return None;
@@ -190,15 +192,21 @@ pub fn same_fit_signature(a: &PodInfo, b: &PodInfo) -> bool {
 }
 
 /// Whether every pod of the cycle has the same node-local filter inputs: equal
-/// [`FitSignature`]s without inter-pod (anti-)affinity, topology spread or host ports. For
-/// such a group, how many pods fit on a node depends only on that node's free resources,
-/// so placements can be evaluated by counting copies.
-pub fn is_uniform_node_local(cycle: &GroupCycle) -> bool {
-    let Some(first) = cycle.pods.first().and_then(|p| fit_signature(p)) else { return false };
+/// [`FitSignature`]s without inter-pod (anti-)affinity, topology spread or host ports, and
+/// either no ResourceClaims or claims of their own that copy counting can count alike
+/// ([`crate::snapshot::dra::DraState::copy_claims`]). For such a group, how many pods fit
+/// on a node depends only on that node's free resources (and free devices), so placements
+/// can be evaluated by counting copies.
+pub fn is_uniform_node_local(cycle: &GroupCycle, snap: &Snapshot) -> bool {
+    let claims = cycle.pods.iter().any(|p| !p.view.resource_claims.is_empty());
+    if claims && snap.dra().copy_claims(&cycle.pods).is_none() {
+        return false;
+    }
+    let Some(first) = cycle.pods.first().and_then(|p| fit_signature(p, claims)) else { return false };
     if first.anti_affinity.is_some() || !first.host_ports.is_empty() {
         return false;
     }
-    cycle.pods[1..].iter().all(|p| fit_signature(p).is_some_and(|s| s == first))
+    cycle.pods[1..].iter().all(|p| fit_signature(p, claims).is_some_and(|s| s == first))
 }
 
 /// Runs the group algorithm inside `nodes`: members in cycle order, each placed pod
@@ -232,7 +240,10 @@ pub fn run_uniform_group_in_nodes(
     feasible: &[Box<dyn PlacementFeasible>],
 ) -> GroupAttempt {
     let plan = match cycle.pods.first() {
-        Some(first) if is_uniform_node_local(cycle) && algo.shortcuts(first).copy_counting => {
+        Some(first)
+            if algo.shortcuts(first).copy_counting != crate::framework::CopyCounting::Off
+                && is_uniform_node_local(cycle, snap) =>
+        {
             algo.place_copies(snap, first, nodes, cycle.pods.len())
         }
         _ => None,
@@ -291,7 +302,7 @@ fn run_group_with_plan(
             return attempt;
         }
         if !failed_signatures.is_empty() && preemption.is_none() {
-            if let Some(sig) = fit_signature(pod) {
+            if let Some(sig) = fit_signature(pod, false) {
                 if let Some((_, j)) = failed_signatures.iter().find(|(s, _)| *s == sig) {
                     let fit = attempt.failed[*j].1.clone();
                     attempt.failed.push((i, fit));
@@ -335,7 +346,7 @@ fn run_group_with_plan(
                     }
                     None => {
                         if preemption.is_none() {
-                            if let Some(sig) = fit_signature(pod) {
+                            if let Some(sig) = fit_signature(pod, false) {
                                 failed_signatures.push((sig, attempt.failed.len()));
                             }
                         }
@@ -388,7 +399,11 @@ pub(crate) mod tests {
     impl PodScheduler for FirstFit {
         /// Resources only: every shortcut is exact.
         fn shortcuts(&self, _pod: &PodInfo) -> crate::framework::Shortcuts {
-            crate::framework::Shortcuts { aggregate_bound: true, copy_counting: true, devices: false }
+            crate::framework::Shortcuts {
+                aggregate_bound: true,
+                copy_counting: crate::framework::CopyCounting::Resources,
+                devices: false,
+            }
         }
         fn find_node(&self, snap: &Snapshot, pod: &PodInfo, nodes: &[NodeId]) -> Result<NodeId, FitError> {
             let mut err = FitError { num_nodes: nodes.len(), ..FitError::default() };

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use crate::framework::PodScheduler;
-use crate::framework::{Code, CycleState, FitError, Framework, PreResult, Rejection, Status};
+use crate::framework::{Code, CopyCounting, CycleState, FitError, Framework, PreResult, Rejection, Status};
 use crate::model::{NodeId, PodInfo};
 use crate::snapshot::{NodeState, Snapshot};
 
@@ -294,7 +294,15 @@ pub fn score_nodes(
 /// they are recomputed for it alone; normalization still runs over all feasible nodes for
 /// every copy, exactly as [`score_prepared`] does. Stops at `max` copies or at the first
 /// copy that fits nowhere. `None` when the shortcut does not apply (a PreFilter rejection,
-/// no feasible node, a score plugin that is not node-local): the caller simulates.
+/// no feasible node, a score plugin that is not node-local, copy counting off for the pod,
+/// devices that cannot be counted): the caller simulates.
+///
+/// With [`CopyCounting::WithDevices`] the filters see the snapshot's devices, which the
+/// copies added here do not take: a node then also stops taking copies once it holds as
+/// many as its free devices serve (`DraState::node_copies`, exact for such pods). As the
+/// filters' verdict only gets stricter as devices are taken, "the filters pass on the
+/// snapshot's devices and the count is below the node's" is the verdict on the devices
+/// the copies left.
 pub fn place_copies(
     fw: &Framework,
     snap: &Snapshot,
@@ -302,8 +310,26 @@ pub fn place_copies(
     nodes: &[NodeId],
     max: usize,
 ) -> Option<Vec<NodeId>> {
+    let devices = match fw.shortcuts(pod).copy_counting {
+        CopyCounting::Off => return None,
+        CopyCounting::Resources => None,
+        CopyCounting::WithDevices => Some(snap.dra().copy_claims(std::slice::from_ref(pod))?),
+    };
     let mut state = prepare(fw, snap, pod).ok()?;
     let mut feasible = feasible_prepared(fw, &state, snap, nodes).ok()?;
+    // Per feasible node (same order): how many copies its devices serve.
+    let limit = u32::try_from(max).unwrap_or(u32::MAX);
+    let mut device_caps: Vec<u32> = match &devices {
+        None => Vec::new(),
+        Some(claims) => {
+            let dra = snap.dra();
+            let in_use = dra.in_use_set();
+            feasible
+                .iter()
+                .map(|&id| dra.node_copies(claims, &snap.node(id).info, in_use, limit))
+                .collect::<Option<_>>()?
+        }
+    };
     for (i, (p, _)) in fw.scores.iter().enumerate() {
         if p.pre_score(&mut state, snap, &feasible) == PreResult::Skip {
             state.skip_scores |= 1 << i;
@@ -347,11 +373,21 @@ pub fn place_copies(
         out.push(id);
         let node = changed.entry(id).or_insert_with(|| snap.node(id).clone());
         node.add_pod(pod.clone());
-        if filter_prepared_on(fw, state, snap, node).is_ok() {
+        let devices_left = match device_caps.get_mut(best) {
+            Some(cap) => {
+                *cap = cap.saturating_sub(1);
+                *cap > 0
+            }
+            None => true,
+        };
+        if devices_left && filter_prepared_on(fw, state, snap, node).is_ok() {
             raw[best] = raw_of(id, node);
         } else {
             feasible.remove(best);
             raw.remove(best);
+            if !device_caps.is_empty() {
+                device_caps.remove(best);
+            }
         }
     }
     Some(out)

@@ -171,3 +171,33 @@ fn runs_are_deterministic() {
     assert_eq!(a.objects, b.objects);
     assert_eq!(a.metrics, b.metrics);
 }
+
+/// Upstream's DynamicResources PreBind records a `Normal` event `BindingConditionsPending`
+/// ("waiting for binding conditions for device on node <node>") on a pod whose devices have
+/// binding conditions, before it waits for them.
+#[test]
+fn a_pod_waiting_for_device_binding_conditions_gets_upstream_s_event() {
+    let path = workspace().join("tests/scenarios/dra/014-binding-conditions.yaml");
+    let Outcome::Ran(report) = simulate_file(&path, &RunOptions::default()).unwrap() else {
+        panic!("expected a run");
+    };
+    assert!(report.passed());
+    let pending: Vec<(String, String, String)> = report
+        .events
+        .iter()
+        .filter(|e| e.reason == "BindingConditionsPending")
+        .map(|e| (e.regarding.name.clone(), e.type_.clone(), e.note.clone()))
+        .collect();
+    assert_eq!(
+        pending.first(),
+        Some(&(
+            "p0".to_string(),
+            "Normal".to_string(),
+            "waiting for binding conditions for device on node n1".to_string()
+        ))
+    );
+    // No other pod of the scenario waits before its devices' conditions are checked.
+    assert!(pending
+        .iter()
+        .all(|(_, t, note)| t == "Normal" && note.starts_with("waiting for binding conditions")));
+}

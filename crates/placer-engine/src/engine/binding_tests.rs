@@ -300,7 +300,8 @@ fn claim_status_is_written_before_the_binding_and_devices_are_not_reused() {
         [
             "claim a gpu-0 for p1",
             "bind p1 n1",
-            "fail p2 0/1 nodes are available: 1 cannot allocate all claims. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+            // Upstream's DynamicResources PostFilter answers before DefaultPreemption.
+            "fail p2 0/1 nodes are available: 1 cannot allocate all claims. still not schedulable, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
         ]
     );
 }

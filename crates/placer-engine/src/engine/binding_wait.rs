@@ -18,6 +18,10 @@
 use super::*;
 use placer_api::k8s::api::resource::v1::{AllocationResult, DeviceRequestAllocationResult};
 
+/// Reason of the `Normal` event upstream's DynamicResources PreBind records on the pod
+/// when it starts waiting ("waiting for binding conditions for device on node <node>").
+pub const REASON_BINDING_CONDITIONS_PENDING: &str = "BindingConditionsPending";
+
 /// kube-scheduler's default `DynamicResourcesArgs.bindingTimeout` (10 minutes).
 pub const BINDING_TIMEOUT_MS: u64 = 600_000;
 

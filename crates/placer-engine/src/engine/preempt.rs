@@ -216,7 +216,19 @@ impl Engine {
                 let attempt = match preemptor.preempt_pod(&mut self.snapshot, pod, &nodes, &fit) {
                     Ok(plan) => SingleAttempt::Preempts { fit, plan },
                     Err(message) => {
-                        fit.post_message = Some(message);
+                        // The DynamicResources PostFilter runs before DefaultPreemption.
+                        let dra = self
+                            .fw
+                            .filter_names()
+                            .contains(&crate::plugins::dynamic_resources::NAME)
+                            .then(|| {
+                                crate::plugins::dynamic_resources::post_filter_message(&self.snapshot, pod)
+                            })
+                            .flatten();
+                        fit.post_message = Some(match dra {
+                            Some(m) => format!("{m}, {message}"),
+                            None => message,
+                        });
                         SingleAttempt::Unschedulable(fit)
                     }
                 };

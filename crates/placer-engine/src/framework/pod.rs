@@ -37,9 +37,28 @@ pub enum Dependence {
     SameNodePods,
     /// Pods on other nodes (inter-pod affinity, topology spread).
     OtherPods,
+    /// The devices of the pod's ResourceClaims: copy counting counts them where
+    /// `DraState::copy_claims` and `DraState::node_copies` say it is exact (claims of the
+    /// pod's own from identical templates, node-local devices) and falls back to simulating
+    /// the members otherwise ([`CopyCounting::WithDevices`]).
+    Devices,
     /// Capacity beyond plain resources (devices, volumes): neither the aggregate bound nor
     /// copy counting knows it.
     ExtraCapacity,
+}
+
+/// Whether copies of a pod can be counted per node (and placed in one pass), and what
+/// caps them besides plain resources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyCounting {
+    /// Not exact: the members are simulated one by one.
+    Off,
+    /// Plain resources alone cap the copies a node takes.
+    Resources,
+    /// Plain resources and the devices of the pods' claims: a consumer must also cap each
+    /// node with `DraState::node_copies` for the group's `DraState::copy_claims`, and
+    /// simulate where either answers `None`.
+    WithDevices,
 }
 
 /// A Filter plugin (with its PreFilter).
@@ -313,8 +332,9 @@ pub struct Shortcuts {
     /// necessary condition of feasibility.
     pub aggregate_bound: bool,
     /// Copies of the pod can be counted per node (and placed in one pass): every active
-    /// filter is node-local or checks plain resources, and at least one checks them.
-    pub copy_counting: bool,
+    /// filter is node-local, checks plain resources or (capped per node) devices, and at
+    /// least one checks plain resources.
+    pub copy_counting: CopyCounting,
     /// The device pre-filter may reject a placement: the `DynamicResources` filter is
     /// active, so "the placement's free devices cannot cover the pods' claims" is a
     /// necessary condition of feasibility.
@@ -417,15 +437,22 @@ impl Framework {
         let mut resources = false;
         let mut exact = true;
         let mut devices = false;
+        let mut counted_devices = false;
         for f in &self.filters {
             devices |= f.name() == crate::plugins::dynamic_resources::NAME;
             match f.dependence(pod) {
                 Dependence::NodeLocal => {}
                 Dependence::PlainResources => resources = true,
+                Dependence::Devices => counted_devices = true,
                 Dependence::SameNodePods | Dependence::OtherPods | Dependence::ExtraCapacity => exact = false,
             }
         }
-        Shortcuts { aggregate_bound: resources, copy_counting: resources && exact, devices }
+        let copy_counting = match (resources && exact, counted_devices) {
+            (false, _) => CopyCounting::Off,
+            (true, false) => CopyCounting::Resources,
+            (true, true) => CopyCounting::WithDevices,
+        };
+        Shortcuts { aggregate_bound: resources, copy_counting, devices }
     }
 
     /// Runs Reserve for one pod; on an error the plugins reserved so far are unreserved.

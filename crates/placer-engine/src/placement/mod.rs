@@ -32,7 +32,7 @@ use crate::config::SchedulerConfig;
 use crate::framework::group::{unschedulable_all, GroupOutcome};
 pub use crate::framework::placement::*;
 use crate::framework::preemption::GroupHooks;
-use crate::framework::Status;
+use crate::framework::{CopyCounting, Status};
 use crate::metrics::*;
 use crate::model::{NodeId, PodInfo};
 use crate::observer::Observer;
@@ -44,6 +44,8 @@ use crate::podgroup::{
 use crate::resources::{Resources, PODS};
 use crate::snapshot::{DomainAggregate, Snapshot, TopologyDomains};
 
+#[cfg(test)]
+mod device_copy_tests;
 mod messages;
 mod prefilter;
 #[cfg(test)]
@@ -132,27 +134,45 @@ impl Evaluated {
 }
 
 /// Counts how many pods of a uniform, node-local group fit in `nodes`: the nodes passing
-/// the filters for one pod each take as many copies as their free resources allow. Exact
-/// for such groups because placing a copy changes only the node's requested resources,
-/// which the filters check exactly as the copy count does.
+/// the filters for one pod each take as many copies as their free resources (and, with
+/// device claims, their free devices) allow. Exact for such groups because placing a copy
+/// changes only the node's requested resources, which the filters check exactly as the
+/// copy count does, and the devices of that node, which `DraState::node_copies` counts
+/// exactly where it answers. `None` where it does not (a node with devices it cannot
+/// count): the caller simulates the placement.
 fn count_in_placement(
     algo: &dyn PodScheduler,
     snap: &Snapshot,
     cycle: &GroupCycle,
     nodes: &[NodeId],
     feasible: &[Box<dyn PlacementFeasible>],
-) -> Evaluated {
+    counting: &Counting,
+) -> Option<Evaluated> {
     let pod = &cycle.pods[0];
     let total = cycle.pods.len() as u64;
     let (placed, reason_if_short) = match algo.feasible_nodes(snap, pod, nodes) {
         Err(fit) => (0, crate::podgroup::dominant_reason(&fit).unwrap_or_default()),
         Ok(ok) => {
-            let copies: u64 = ok.iter().map(|&n| u64::from(fit_count_on(snap.node(n), &pod.requests))).sum();
             let needed = u64::from(cycle.needed());
-            let reason = if copies < needed.min(total) {
-                limiting_uniform(snap, &ok, &pod.requests, needed)
-            } else {
+            let limit = u32::try_from(total).unwrap_or(u32::MAX);
+            let (dra, in_use) = (snap.dra(), snap.dra().in_use_set());
+            // Copies by plain resources, and by resources and devices.
+            let (mut by_resources, mut copies) = (0u64, 0u64);
+            for &n in &ok {
+                let fit = fit_count_on(snap.node(n), &pod.requests);
+                by_resources += u64::from(fit);
+                copies += u64::from(match &counting.devices {
+                    None => fit,
+                    Some(claims) => fit.min(dra.node_copies(claims, &snap.node(n).info, in_use, limit)?),
+                });
+            }
+            let reason = if copies >= needed.min(total) {
                 String::new()
+            } else if by_resources >= needed.min(total) {
+                // The devices are short: the DynamicResources filter's reason.
+                crate::plugins::dynamic_resources::ERR_CANNOT_ALLOCATE.to_string()
+            } else {
+                limiting_uniform(snap, &ok, &pod.requests, needed)
             };
             (copies.min(total), reason)
         }
@@ -169,12 +189,12 @@ fn count_in_placement(
     } else {
         verdict.map(|s| s.reasons.join(", ")).unwrap_or_else(|| "no pod of the group fits".to_string())
     };
-    Evaluated {
+    Some(Evaluated {
         idx: 0,
         eval: Eval::Counted { feasible: ok, reason },
         placed_pods: PlacedPods::First(placed as usize),
         scheduled_total,
-    }
+    })
 }
 
 /// Runs the placement algorithm for one cycle: generation, pre-filter, evaluation, scoring
@@ -241,8 +261,8 @@ pub fn schedule_pod_group(
     let demand = Demand::new(cycle);
     let (order, nominated_first) = evaluation_order(snap, cycle, &placements);
     let plan = EvaluationPlan::new(ctx, snap, cycle, &placements, &demand, &key, &order, nominated_first);
-    let counting = counting_is_exact(ctx, cycle);
-    for use_counting in [counting, false] {
+    let counting = counting_is_exact(ctx, snap, cycle);
+    for use_counting in [counting.as_ref(), None] {
         let evaluated = evaluate_placements(ctx, snap, cycle, &plan, use_counting, obs);
         if let Some(first) = evaluated.first() {
             if nominated_first == Some(first.idx) && first.feasible() {
@@ -377,14 +397,28 @@ fn evaluation_order(
     (order, nominated_first)
 }
 
+/// How phase 2 counts copies instead of simulating the members.
+struct Counting {
+    /// The members' claims, when their devices cap the copies too (`None`: plain
+    /// resources alone).
+    devices: Option<crate::snapshot::dra::CopyClaims>,
+}
+
 /// Phase 2 and 3 go first by counting where that is exact (then, if the winner's
 /// simulation disagrees with its count, by simulating every placement): for identical
-/// members whose every active filter is node-local or checks plain resources (the
-/// filters' declared `Dependence`).
-fn counting_is_exact(ctx: &GroupContext<'_>, cycle: &GroupCycle) -> bool {
-    ctx.config.placement_search != crate::config::PlacementSearch::Baseline
-        && crate::podgroup::is_uniform_node_local(cycle)
-        && ctx.algo.shortcuts(&cycle.pods[0]).copy_counting
+/// members whose every active filter is node-local, checks plain resources or checks
+/// devices copy counting can count (the filters' declared `Dependence`, and the claims'
+/// `DraState::copy_claims`). `None`: simulate.
+fn counting_is_exact(ctx: &GroupContext<'_>, snap: &Snapshot, cycle: &GroupCycle) -> Option<Counting> {
+    if ctx.config.placement_search == crate::config::PlacementSearch::Baseline {
+        return None;
+    }
+    let devices = match ctx.algo.shortcuts(&cycle.pods[0]).copy_counting {
+        CopyCounting::Off => return None,
+        CopyCounting::Resources => None,
+        CopyCounting::WithDevices => Some(snap.dra().copy_claims(&cycle.pods)?),
+    };
+    crate::podgroup::is_uniform_node_local(cycle, snap).then_some(Counting { devices })
 }
 
 /// Phase 2: evaluates placements in `plan.order` until `plan.to_find` feasible ones are
@@ -394,7 +428,7 @@ fn evaluate_placements(
     snap: &mut Snapshot,
     cycle: &GroupCycle,
     plan: &EvaluationPlan<'_>,
-    counting: bool,
+    counting: Option<&Counting>,
     obs: &mut dyn Observer,
 ) -> Vec<Evaluated> {
     let pf = ctx.placements;
@@ -416,6 +450,13 @@ fn evaluate_placements(
             let nodes = plan.placements[idx].nodes.iter().map(|&id| &*snap.node(id).info);
             (!snap.dra().devices_suffice(nodes, demand)).then(|| Rejection::Reason(DEVICES_SHORT.to_string()))
         });
+        // Counted where that is exact for every node of the placement, else simulated.
+        let counted = match (&rejected, counting) {
+            (None, Some(counting)) => {
+                count_in_placement(ctx.algo, snap, cycle, &plan.placements[idx].nodes, &pf.feasible, counting)
+            }
+            _ => None,
+        };
         let e = if let Some(rejection) = rejected {
             Evaluated {
                 idx,
@@ -423,8 +464,7 @@ fn evaluate_placements(
                 placed_pods: PlacedPods::First(0),
                 scheduled_total: cycle.scheduled_count(),
             }
-        } else if counting {
-            let mut e = count_in_placement(ctx.algo, snap, cycle, &plan.placements[idx].nodes, &pf.feasible);
+        } else if let Some(mut e) = counted {
             e.idx = idx;
             e
         } else {
@@ -700,7 +740,8 @@ pub fn explain_placements(
     let (order, nominated_first) = evaluation_order(snap, cycle, &placements);
     let plan = EvaluationPlan::new(ctx, snap, cycle, &placements, &demand, &key, &order, nominated_first);
     let mut obs = crate::observer::NoopObserver;
-    let evaluated = evaluate_placements(ctx, snap, cycle, &plan, counting_is_exact(ctx, cycle), &mut obs);
+    let counting = counting_is_exact(ctx, snap, cycle);
+    let evaluated = evaluate_placements(ctx, snap, cycle, &plan, counting.as_ref(), &mut obs);
     let feasible: Vec<&Evaluated> = evaluated.iter().filter(|e| e.feasible()).collect();
     let breakdown = with_candidates(snap, cycle, &placements, &feasible, !baseline, |candidates| {
         let b = score_breakdown(snap, cycle, pf, candidates).ok()?;

@@ -126,6 +126,21 @@ proptest! {
     }
 }
 
+/// Nodes `n{i}` with `cores` CPUs in rack `r{rack}` (labels `kubernetes.io/hostname`, `rack`).
+pub(super) fn rack_nodes(nodes: impl Iterator<Item = (u32, u8)>) -> Vec<crate::model::NodeStatic> {
+    nodes
+        .enumerate()
+        .map(|(i, (cores, rack))| {
+            let name = format!("n{i}");
+            node(&name)
+                .cpu(&cores.to_string())
+                .label("kubernetes.io/hostname", &name)
+                .label("rack", &format!("r{rack}"))
+                .build()
+        })
+        .collect()
+}
+
 /// A DRA cluster for [`device_prefilter_decides_like_the_plain_search`]: the GPU class,
 /// one slice per node with its devices (each GPU `g{k}`), and the claims `c{i}` of the
 /// members (`count` GPUs each); `held` devices (node, device) are allocated to a claim.
@@ -220,18 +235,7 @@ proptest! {
         gang in any::<bool>(),
         dra_off in any::<bool>(),
     ) {
-        let ns: Vec<crate::model::NodeStatic> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, &(cores, rack, _))| {
-                let name = format!("n{i}");
-                node(&name)
-                    .cpu(&cores.to_string())
-                    .label("kubernetes.io/hostname", &name)
-                    .label("rack", &format!("r{rack}"))
-                    .build()
-            })
-            .collect();
+        let ns = rack_nodes(nodes.iter().map(|&(cores, rack, _)| (cores, rack)));
         let gpus: Vec<u8> = nodes.iter().map(|n| n.2).collect();
         let pods: Vec<(u64, Arc<PodInfo>)> = counts
             .iter()

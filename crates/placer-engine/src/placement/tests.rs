@@ -324,7 +324,7 @@ proptest! {
         let pods: Vec<_> = (0..n_pods).map(|i| (i as u64, pod(&format!("p{i}"), cpu, Some("pg"), None))).collect();
         let g = group("pg", if gang { Some(min) } else { None }, Some("rack"));
         let c = GroupCycle::new(g, true, pods, vec![]);
-        prop_assert!(crate::podgroup::is_uniform_node_local(&c));
+        prop_assert!(crate::podgroup::is_uniform_node_local(&c, &snap));
         let config = SchedulerConfig::default();
         let fw = crate::plugins::pod_framework(&config);
         let pf = crate::plugins::placement_framework(&config);
@@ -332,8 +332,9 @@ proptest! {
         let placements = pf.generate(&snap, &c, &Placement { name: "".into(), nodes: snap.node_ids().into() }).unwrap().placements;
         let order: Vec<usize> = (0..placements.len()).collect();
         let plan = EvaluationPlan { placements: &placements, prefilter: None, devices: None, key: "rack", order: &order, to_find: usize::MAX, nominated_first: None };
-        let counted = evaluate_placements(&ctx, &mut snap, &c, &plan, true, &mut NoopObserver);
-        let simulated = evaluate_placements(&ctx, &mut snap, &c, &plan, false, &mut NoopObserver);
+        let counting = Counting { devices: None };
+        let counted = evaluate_placements(&ctx, &mut snap, &c, &plan, Some(&counting), &mut NoopObserver);
+        let simulated = evaluate_placements(&ctx, &mut snap, &c, &plan, None, &mut NoopObserver);
         prop_assert_eq!(counted.len(), simulated.len());
         for (a, b) in counted.iter().zip(&simulated) {
             prop_assert_eq!(a.idx, b.idx);

@@ -10,7 +10,9 @@
 //! * Filter: an allocated claim must be available on the node (its allocation's node
 //!   selector); the unallocated ones must be allocatable together on the node
 //!   (`cannot allocate all claims`). Both are `UnschedulableAndUnresolvable`; a selector
-//!   that does not evaluate is an error.
+//!   that does not evaluate is an error. Where a pool reaching the node is invalid, the
+//!   reason is upstream's `invalid resource pools were encountered` (also
+//!   `UnschedulableAndUnresolvable`: upstream's `statusUnschedulable` always is).
 //! * Reserve allocates again on the decided node with the group's earlier members
 //!   assumed; PreBind hands the claim status writes (allocation with its
 //!   `allocationTimestamp`, `reservedFor`) to the commit step, which emits them before the
@@ -32,8 +34,47 @@ use std::borrow::Cow;
 pub const NAME: &str = "DynamicResources";
 /// Filter reason: the unallocated claims do not fit the node's free devices.
 pub const ERR_CANNOT_ALLOCATE: &str = "cannot allocate all claims";
+/// Filter reason (UnschedulableAndUnresolvable, upstream's allocator error wrapping
+/// `ErrFailedAllocationOnNode`): no solution on the node, and a pool reaching it is invalid
+/// (a device name defined twice, inconsistent counter sets), so nothing was allocated from
+/// it.
+pub const ERR_INVALID_POOLS: &str = "invalid resource pools were encountered";
 /// Filter reason: an allocated claim's devices are not reachable from the node.
 pub const ERR_NOT_AVAILABLE: &str = "resourceclaim not available on the node";
+
+/// The DynamicResources PostFilter's answer when it deallocates nothing: upstream joins it
+/// before the preemption message ("... 2 cannot allocate all claims. still not
+/// schedulable, preemption: ...", test/integration/dra).
+pub const MSG_STILL_NOT_SCHEDULABLE: &str = "still not schedulable";
+
+/// Upstream's DynamicResources PostFilter for `pod`, which fits no node: when PreFilter
+/// found the pod's claims (they exist and their requests are valid), it deallocates an
+/// allocated claim that some node rejected and that no other pod holds, or else answers
+/// [`MSG_STILL_NOT_SCHEDULABLE`]. Placer models the second answer only: `None` for a pod
+/// without claims, one PreFilter rejects (upstream's "no new claims to deallocate" is not
+/// modelled either), or one with an allocated claim no other pod holds (upstream might
+/// deallocate it).
+pub fn post_filter_message(snap: &Snapshot, pod: &PodInfo) -> Option<&'static str> {
+    if pod.view.resource_claims.is_empty() {
+        return None;
+    }
+    let dra = snap.dra();
+    let claims = dra.pod_claims(pod).ok()?;
+    if claims.is_empty() {
+        return None;
+    }
+    for c in &claims {
+        if c.allocation.is_none() {
+            dra.check_requests(&c.entry).ok()?;
+            continue;
+        }
+        let reserved = c.entry.claim.status.as_ref().and_then(|s| s.reserved_for.as_deref()).unwrap_or(&[]);
+        if reserved.iter().all(|r| r.uid == pod.uid) {
+            return None;
+        }
+    }
+    Some(MSG_STILL_NOT_SCHEDULABLE)
+}
 
 /// What PreFilter found, for Filter and Reserve.
 struct PreState {
@@ -81,7 +122,9 @@ impl FilterPlugin for DynamicResources {
         if pod.view.resource_claims.is_empty() {
             Dependence::NodeLocal
         } else {
-            Dependence::ExtraCapacity
+            // Counted by copy counting only where the claims' devices allow it exactly
+            // (`DraState::copy_claims`, `DraState::node_copies`).
+            Dependence::Devices
         }
     }
 
@@ -112,6 +155,12 @@ impl FilterPlugin for DynamicResources {
         }
         match snap.dra().allocate(&todo, &node.info, &pre.in_use(snap)) {
             Ok(Some(_)) => Ok(()),
+            // Upstream surfaces invalid pools only where the node has no solution (other
+            // nodes may still do), through `statusUnschedulable`, which is
+            // UnschedulableAndUnresolvable: preemption does not try the node.
+            Ok(None) if snap.dra().invalid_pools_reach(&node.info) => {
+                Err(Rejection::unresolvable(NAME, ERR_INVALID_POOLS))
+            }
             Ok(None) => Err(Rejection::unresolvable(NAME, ERR_CANNOT_ALLOCATE)),
             Err(m) => Err(Rejection::error(NAME, m)),
         }

@@ -271,6 +271,27 @@ impl PodBuilder {
         );
         self
     }
+    /// Names template `template` in `spec.resourceClaims` under `entry`, with the claim
+    /// generated for the pod, `generated`, recorded in `status.resourceClaimStatuses` (as
+    /// the ResourceClaim controller does); the pod's uid becomes `uid-<pod name>`, the
+    /// controller owner the generated claim must name.
+    pub fn template_claim(mut self, entry: &str, template: &str, generated: &str) -> Self {
+        use placer_api::k8s::api::core::v1::{PodResourceClaim, PodResourceClaimStatus, PodStatus};
+        self.spec().resource_claims.get_or_insert_with(Vec::new).push(PodResourceClaim {
+            name: entry.into(),
+            resource_claim_template_name: Some(template.into()),
+            ..Default::default()
+        });
+        let uid = format!("uid-{}", self.pod.metadata.name.as_deref().unwrap_or_default());
+        self.pod.metadata.uid = Some(uid);
+        self.pod
+            .status
+            .get_or_insert_with(PodStatus::default)
+            .resource_claim_statuses
+            .get_or_insert_with(Vec::new)
+            .push(PodResourceClaimStatus { name: entry.into(), resource_claim_name: Some(generated.into()) });
+        self
+    }
     pub fn build(mut self) -> PodInfo {
         let requests = std::mem::take(&mut self.requests);
         let ports = std::mem::take(&mut self.ports);
@@ -324,4 +345,20 @@ pub fn snapshot_with(nodes: Vec<NodeStatic>, pods: Vec<PodInfo>) -> Snapshot {
         s.upsert_pod(Arc::new(p));
     }
     s
+}
+
+/// DeviceClass `name` selecting every device of `driver` (`device.driver == "<driver>"`).
+pub fn device_class(name: &str, driver: &str) -> Arc<placer_api::k8s::api::resource::v1::DeviceClass> {
+    use placer_api::k8s::api::resource::v1::{
+        CELDeviceSelector, DeviceClass, DeviceClassSpec, DeviceSelector,
+    };
+    Arc::new(DeviceClass {
+        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+        spec: DeviceClassSpec {
+            selectors: Some(vec![DeviceSelector {
+                cel: Some(CELDeviceSelector { expression: format!("device.driver == {driver:?}") }),
+            }]),
+            ..Default::default()
+        },
+    })
 }

@@ -16,7 +16,9 @@
 
 mod allocator;
 pub mod cel;
+mod copies;
 mod index;
+mod pools;
 mod shared;
 
 use allocator::alternatives;
@@ -30,6 +32,7 @@ use placer_api::k8s::api::resource::v1::{
 use placer_api::k8s::api::scheduling::v1alpha2::PodGroup;
 use rustc_hash::FxHashSet;
 
+pub use copies::CopyClaims;
 pub use index::DeviceDemand;
 use index::{held_devices, InUseIndex, SliceCache};
 
@@ -129,6 +132,8 @@ pub struct DraState {
     cache: BTreeMap<String, SliceCache>,
     /// The v1.36 DRA features turned off by feature gates (all on by default).
     pub disabled: DisabledFeatures,
+    /// Pools whose newest generation is incomplete or may be invalid (see `pools.rs`).
+    troubled: BTreeMap<pools::PoolKey, pools::PoolTrouble>,
 }
 
 /// DRA features a configuration turned off (`DRAPartitionableDevices`,
@@ -196,6 +201,7 @@ impl DraState {
             let s = &c.slice.spec;
             c.current = self.newest.get(&(s.driver.clone(), s.pool.name.clone())) == Some(&s.pool.generation);
         }
+        self.refresh_troubles();
     }
     /// A claim as the store has it; an allocation seen there supersedes the pending one.
     pub fn upsert_claim(&mut self, claim: Arc<ResourceClaim>) {

@@ -115,7 +115,7 @@ pub fn tolerates(t: &DeviceToleration, taint: &DeviceTaint) -> bool {
 }
 
 /// Every taint of the device that has an effect (`NoSchedule`, `NoExecute`) is tolerated.
-fn taints_tolerated(d: &Device, tolerations: &[DeviceToleration]) -> bool {
+pub(super) fn taints_tolerated(d: &Device, tolerations: &[DeviceToleration]) -> bool {
     d.taints
         .iter()
         .flatten()
@@ -236,18 +236,7 @@ impl DraState {
                     let mut matching = Vec::new();
                     let mut consumed = FxHashMap::default();
                     for (k, c) in cands.iter().enumerate() {
-                        let env = DeviceEnv { driver: &c.id.0, device: c.device };
-                        // The class's verdict as cached for this device (see `index.rs`),
-                        // else evaluated.
-                        let by_class = match c.cache.and_then(|sc| sc.verdict(v.class, c.index)) {
-                            Some(cached) => cached.clone()?,
-                            None => class_selectors_match(v.class, class, &env, &c.id)?,
-                        };
-                        let ok = by_class
-                            && selectors_match(own, &env, |i, m| {
-                                format!("claim {}: selector #{i} on device {}: {m}", entry.key, show(&c.id))
-                            })?;
-                        if !ok {
+                        if !device_matches(entry, v.class, class, own, c)? {
                             continue;
                         }
                         // Capacity: what the request takes of the device must fit (and
@@ -273,6 +262,24 @@ impl DraState {
                             ))
                         }
                     };
+                    if all {
+                        // "All" cannot be known while a pool reaching the node is
+                        // incomplete or invalid (upstream's validateDeviceRequest).
+                        let problems = self.pool_problems(node);
+                        let first = problems
+                            .incomplete
+                            .iter()
+                            .map(|k| (k, "being updated"))
+                            .chain(problems.invalid.iter().map(|k| (k, "invalid")))
+                            .min();
+                        if let Some((pool, state)) = first {
+                            return Err(format!(
+                                "claim {}, request {name}: asks for all devices, but resource pool {} is currently {state}",
+                                entry.key,
+                                super::pools::show_pool(pool)
+                            ));
+                        }
+                    }
                     let count = if all {
                         matching.len()
                     } else {
@@ -405,6 +412,18 @@ impl DraState {
         in_use: &FxHashSet<DeviceId>,
         limit: i64,
     ) -> i64 {
+        self.count_copies(claims, node, in_use, limit).0
+    }
+
+    /// [`DraState::copies`], and whether it stopped on an allocator error (a selector
+    /// that does not evaluate) rather than on a node without a solution.
+    pub(super) fn count_copies(
+        &self,
+        claims: &[&ClaimEntry],
+        node: &NodeStatic,
+        in_use: &FxHashSet<DeviceId>,
+        limit: i64,
+    ) -> (i64, bool) {
         // Only the node's candidates are ever looked up in the set, unless one of them
         // consumes counters: then every device of its pool is (`counters_of`).
         let cands = self.candidates(node);
@@ -416,7 +435,11 @@ impl DraState {
         let mut extra = SharedUse::default();
         let mut n = 0;
         while n < limit {
-            let Ok(Some(results)) = self.allocate_with(claims, node, &used, Some(&extra)) else { break };
+            let results = match self.allocate_with(claims, node, &used, Some(&extra)) {
+                Ok(Some(results)) => results,
+                Ok(None) => break,
+                Err(_) => return (n, true),
+            };
             let before = used.len();
             let mut shared_taken = false;
             for r in results.iter().flat_map(|a| a.devices.iter().flat_map(|d| d.results.iter().flatten())) {
@@ -435,10 +458,10 @@ impl DraState {
             n += 1;
             if used.len() == before && !shared_taken {
                 // Nothing taken (admin access only): every copy fits.
-                return limit;
+                return (limit, false);
             }
         }
-        n
+        (n, false)
     }
 
     /// The devices whose slice (or, with per-device node selection, the device itself)
@@ -457,8 +480,13 @@ impl DraState {
         names.sort();
         let mut out = Vec::new();
         let off = self.disabled;
+        // Nothing is allocated from incomplete or invalid pools (see `pools.rs`).
+        let problems = self.pool_problems(node);
         for name in names {
             let Some(s) = self.slices.get(name) else { continue };
+            if problems.excludes(&s.spec.driver, &s.spec.pool.name) {
+                continue;
+            }
             let counters = s.spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty());
             if off.partitionable_devices && (s.spec.per_device_node_selection.is_some() || counters) {
                 continue;
@@ -517,7 +545,7 @@ impl DraState {
 
 impl DraState {
     /// The counters of pool (`driver`, `pool`): every slice of its newest generation.
-    fn counters_of(
+    pub(super) fn counters_of(
         &self,
         driver: &str,
         pool: &str,
@@ -560,6 +588,28 @@ fn selectors_match(
         }
     }
     Ok(true)
+}
+
+/// Whether candidate `c` is selected by DeviceClass `class` (named `name`) and by the
+/// request's own compiled selectors `own` of claim `entry`; `Err`: the allocator's message
+/// for a selector that does not evaluate.
+pub(super) fn device_matches(
+    entry: &ClaimEntry,
+    name: &str,
+    class: &ClassEntry,
+    own: &[Result<Expr, CelError>],
+    c: &Cand<'_>,
+) -> Result<bool, String> {
+    let env = DeviceEnv { driver: &c.id.0, device: c.device };
+    // The class's verdict as cached for this device (see `index.rs`), else evaluated.
+    let by_class = match c.cache.and_then(|sc| sc.verdict(name, c.index)) {
+        Some(cached) => cached.clone()?,
+        None => class_selectors_match(name, class, &env, &c.id)?,
+    };
+    Ok(by_class
+        && selectors_match(own, &env, |i, m| {
+            format!("claim {}: selector #{i} on device {}: {m}", entry.key, show(&c.id))
+        })?)
 }
 
 /// Upstream's `createNodeSelector`: a node-local device (or one that `bindsToNode`) pins

@@ -866,3 +866,72 @@ fn features_turned_off_by_their_gates_behave_as_upstream_without_them() {
     s.disabled = DisabledFeatures { binding_conditions: true, ..Default::default() };
     assert_eq!(alloc(&s, &one, &[]), None, "devices with binding conditions are not allocated");
 }
+
+/// A slice of pool `pool` on `node` (generation 1) declaring `count` slices in the pool.
+fn pool_slice(name: &str, pool: &str, node: &str, count: i64, devices: &[&str]) -> Arc<ResourceSlice> {
+    let mut s =
+        (*slice(name, "gpu.example.com", Some(node), devices.iter().map(|d| device(d, &[])).collect()))
+            .clone();
+    s.spec.pool = ResourcePool { name: pool.into(), generation: 1, resource_slice_count: count };
+    Arc::new(s)
+}
+
+/// Upstream's testInvalidResourceSlices (test/integration/dra): two slices of one pool
+/// that both define `device-1` make the pool invalid. Nothing is allocated from it, and
+/// it is what the filter names when the node has no solution; a valid pool elsewhere
+/// still serves.
+#[test]
+fn a_pool_defining_a_device_twice_is_invalid_on_the_nodes_it_reaches() {
+    let mut s = DraState::default();
+    s.upsert_class(class("gpu", "gpu.example.com"));
+    s.upsert_slice(pool_slice("worker-0-1", "worker-0", "worker-0", 2, &["device-1"]));
+    s.upsert_slice(pool_slice("worker-0-2", "worker-0", "worker-0", 2, &["device-1"]));
+    s.upsert_slice(pool_slice("worker-1", "worker-1", "worker-1", 1, &["device-1"]));
+    let c = claim("c", vec![request("r", "gpu", None, Some(1), &[])], vec![]);
+    let (w0, w1) = (node("worker-0").build(), node("worker-1").build());
+    assert_eq!(s.allocate(&[&c], &w0, &FxHashSet::default()).unwrap(), None);
+    assert!(s.invalid_pools_reach(&w0));
+    let got = s.allocate(&[&c], &w1, &FxHashSet::default()).unwrap().unwrap();
+    assert_eq!(devices_of(&got[0]), ["worker-1/device-1"]);
+    assert!(!s.invalid_pools_reach(&w1));
+    // All devices cannot be known from an invalid pool.
+    let all = claim("all", vec![request("r", "gpu", Some("All"), None, &[])], vec![]);
+    assert_eq!(
+        s.allocate(&[&all], &w0, &FxHashSet::default()).unwrap_err(),
+        "claim default/all, request r: asks for all devices, but resource pool gpu.example.com/worker-0 is currently invalid"
+    );
+    // Renamed, the device is fine again.
+    s.upsert_slice(pool_slice("worker-0-2", "worker-0", "worker-0", 2, &["device-2"]));
+    assert!(!s.invalid_pools_reach(&w0));
+    assert_eq!(
+        devices_of(&s.allocate(&[&c], &w0, &FxHashSet::default()).unwrap().unwrap()[0]),
+        ["worker-0/device-1"]
+    );
+}
+
+/// A pool whose newest generation has fewer slices than its `resourceSliceCount` is being
+/// published: nothing is allocated from it (it is not invalid), and `All` fails with
+/// upstream's message until the last slice arrives.
+#[test]
+fn an_incomplete_pool_is_not_allocated_from_until_its_last_slice_arrives() {
+    let mut s = DraState::default();
+    s.upsert_class(class("gpu", "gpu.example.com"));
+    s.upsert_slice(pool_slice("n1-a", "n1", "n1", 2, &["gpu-0"]));
+    let c = claim("c", vec![request("r", "gpu", None, Some(1), &[])], vec![]);
+    let n1 = node("n1").build();
+    assert_eq!(s.allocate(&[&c], &n1, &FxHashSet::default()).unwrap(), None);
+    assert!(!s.invalid_pools_reach(&n1));
+    let all = claim("all", vec![request("r", "gpu", Some("All"), None, &[])], vec![]);
+    assert_eq!(
+        s.allocate(&[&all], &n1, &FxHashSet::default()).unwrap_err(),
+        "claim default/all, request r: asks for all devices, but resource pool gpu.example.com/n1 is currently being updated"
+    );
+    s.upsert_slice(pool_slice("n1-b", "n1", "n1", 2, &["gpu-1"]));
+    let got = s.allocate(&[&all], &n1, &FxHashSet::default()).unwrap().unwrap();
+    assert_eq!(devices_of(&got[0]), ["n1/gpu-0", "n1/gpu-1"]);
+    // A newer generation replaces the pool: while it is incomplete, nothing is allocated.
+    let mut newer = (*pool_slice("n1-c", "n1", "n1", 2, &["gpu-2"])).clone();
+    newer.spec.pool.generation = 2;
+    s.upsert_slice(Arc::new(newer));
+    assert_eq!(s.allocate(&[&c], &n1, &FxHashSet::default()).unwrap(), None);
+}

@@ -188,7 +188,7 @@ fn fit_signature(pod: &PodInfo, claims_checked: bool) -> Option<FitSignature<'_>
 /// no inter-pod affinity, topology spread, claims, volumes or `nodeName` (the single-pod
 /// search's reuse across identical pods, `schedule_one::SingleReuse`).
 pub fn same_fit_signature(a: &PodInfo, b: &PodInfo) -> bool {
-    fit_signature(a).is_some_and(|sa| fit_signature(b).is_some_and(|sb| sa == sb))
+    fit_signature(a, false).is_some_and(|sa| fit_signature(b, false).is_some_and(|sb| sa == sb))
 }
 
 /// Whether every pod of the cycle has the same node-local filter inputs: equal

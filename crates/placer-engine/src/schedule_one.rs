@@ -207,15 +207,39 @@ pub fn find_node_sampled(
         Ok(s) => s,
         Err(r) => return (Err(prefilter_fit_error(&r, n)), n),
     };
-    let start = start % n;
+    let (found, examined) = walk_sampled(nodes, start, to_find, |id| filter_prepared(fw, &state, snap, id));
+    let mut feasible = match found {
+        Ok(feasible) => feasible,
+        Err(err) => return (Err(err), examined),
+    };
+    // Score in name order so ties still go to the smallest node name.
+    feasible.sort();
+    if let [only] = feasible.as_slice() {
+        return (Ok(*only), examined);
+    }
+    let totals = score_prepared(fw, &mut state, snap, &feasible);
+    (Ok(feasible[best_index(&totals)]), examined)
+}
+
+/// The sampled walk of [`find_node_sampled`]: `filter` runs on `nodes` round-robin from
+/// `start` (`nodes[(start + k) % n]` for k in 0..n, without a division per node) until
+/// `to_find` nodes pass. Returns the nodes that passed, or, when none did (every node was
+/// then examined), the FitError of all the rejections with the preemptable nodes sorted;
+/// and how many nodes were examined.
+pub(crate) fn walk_sampled(
+    nodes: &[NodeId],
+    start: usize,
+    to_find: usize,
+    mut filter: impl FnMut(NodeId) -> Result<(), Rejection>,
+) -> (Result<Vec<NodeId>, FitError>, usize) {
+    let n = nodes.len();
+    let start = if n == 0 { 0 } else { start % n };
     let mut feasible = Vec::with_capacity(to_find);
     let mut err: Option<FitError> = None;
     let mut examined = 0;
-    // Round-robin from `start` (`nodes[(start + k) % n]` for k in 0..n), without a
-    // division per node.
     for &id in nodes[start..].iter().chain(&nodes[..start]) {
         examined += 1;
-        match filter_prepared(fw, &state, snap, id) {
+        match filter(id) {
             Ok(()) => {
                 feasible.push(id);
                 if feasible.len() >= to_find {
@@ -238,13 +262,7 @@ pub fn find_node_sampled(
         err.preemptable_nodes.sort();
         return (Err(err), examined);
     }
-    // Score in name order so ties still go to the smallest node name.
-    feasible.sort();
-    if let [only] = feasible.as_slice() {
-        return (Ok(*only), examined);
-    }
-    let totals = score_prepared(fw, &mut state, snap, &feasible);
-    (Ok(feasible[best_index(&totals)]), examined)
+    (Ok(feasible), examined)
 }
 
 /// The FitError of a pod rejected by a PreFilter plugin: every node shares its message.

@@ -37,7 +37,7 @@
 use std::sync::Arc;
 
 use super::{best_index, filter_prepared, find_node, pre_score, prefilter_fit_error, prepare};
-use crate::framework::{Code, FitError, Framework};
+use crate::framework::{FitError, Framework};
 use crate::model::{NodeId, PodInfo};
 use crate::snapshot::Snapshot;
 
@@ -133,42 +133,17 @@ pub fn find_node_sampled_reusing(
         reuse.clear();
     }
 
-    let start = start % n;
-    let mut feasible: Vec<NodeId> = Vec::with_capacity(to_find);
-    let mut err: Option<FitError> = None;
-    let mut examined = 0;
-    for &id in nodes[start..].iter().chain(&nodes[..start]) {
-        examined += 1;
+    let (found, examined) = super::walk_sampled(nodes, start, to_find, |id| {
         if same && reuse.cached(id, snap.node(id).stamp()) {
-            feasible.push(id);
-            if feasible.len() >= to_find {
-                break;
-            }
-            continue;
+            Ok(())
+        } else {
+            filter_prepared(fw, &state, snap, id)
         }
-        match filter_prepared(fw, &state, snap, id) {
-            Ok(()) => {
-                feasible.push(id);
-                if feasible.len() >= to_find {
-                    break;
-                }
-            }
-            Err(r) => {
-                let err = err.get_or_insert_with(|| FitError { num_nodes: n, ..FitError::default() });
-                for reason in &r.reasons {
-                    err.add(reason);
-                }
-                if r.code == Code::Unschedulable {
-                    err.preemptable_nodes.push(id);
-                }
-            }
-        }
-    }
-    if feasible.is_empty() {
-        let mut err = err.unwrap_or(FitError { num_nodes: n, ..FitError::default() });
-        err.preemptable_nodes.sort();
-        return (Err(err), examined);
-    }
+    });
+    let mut feasible = match found {
+        Ok(feasible) => feasible,
+        Err(err) => return (Err(err), examined),
+    };
     // Score in name order so ties still go to the smallest node name (as the plain search).
     feasible.sort();
     if let [only] = feasible.as_slice() {

@@ -32,7 +32,12 @@ fn device(name: &str, attrs: &[(&str, i64)]) -> Device {
     Device { name: name.into(), attributes: Some(attributes), ..Default::default() }
 }
 
-fn slice(name: &str, driver: &str, node: Option<&str>, devices: Vec<Device>) -> Arc<ResourceSlice> {
+pub(super) fn slice(
+    name: &str,
+    driver: &str,
+    node: Option<&str>,
+    devices: Vec<Device>,
+) -> Arc<ResourceSlice> {
     Arc::new(ResourceSlice {
         metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
         spec: ResourceSliceSpec {

@@ -7,7 +7,7 @@ use crate::plugins::testing::{node, pod};
 use placer_api::k8s::api::resource::v1::{
     CELDeviceSelector, Device, DeviceClaim, DeviceConstraint, DeviceRequest, DeviceSelector,
     ExactDeviceRequest, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimSpec,
-    ResourceClaimStatus, ResourcePool, ResourceSlice, ResourceSliceSpec,
+    ResourceClaimStatus, ResourceSlice,
 };
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use proptest::prelude::*;
@@ -62,18 +62,9 @@ fn claim(name: &str, owner: Option<&str>, spec: ResourceClaimSpec) -> Arc<Resour
     })
 }
 
+/// A slice of [`DRIVER`]'s devices (the DRA tests' builder).
 fn slice(name: &str, node: Option<&str>, devices: Vec<Device>) -> Arc<ResourceSlice> {
-    Arc::new(ResourceSlice {
-        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
-        spec: ResourceSliceSpec {
-            driver: DRIVER.into(),
-            node_name: node.map(Into::into),
-            all_nodes: node.is_none().then_some(true),
-            pool: ResourcePool { name: name.into(), generation: 1, resource_slice_count: 1 },
-            devices: Some(devices),
-            ..Default::default()
-        },
-    })
+    crate::snapshot::dra::tests::slice(name, DRIVER, node, devices)
 }
 
 fn gpu(k: usize) -> Device {

@@ -205,14 +205,7 @@ fn consecutive_indexes_share_a_domain() {
         snap.upsert_node(node(n, r, 1));
     }
     let order = [2, 0, 3, 1];
-    let list: Vec<Arc<PodInfo>> = order
-        .iter()
-        .map(|i| {
-            let mut v = pod_value(&format!("p{i}"), "pg", "1");
-            v["metadata"]["labels"] = json!({JOB_COMPLETION_INDEX: i.to_string()});
-            pod_of(v)
-        })
-        .collect();
+    let list: Vec<Arc<PodInfo>> = order.iter().map(|&i| pod_of(indexed_pod(i))).collect();
     let unconstrained = [(placer_api::annotations::PODSET_UNCONSTRAINED_TOPOLOGY, "true")];
     let c = cycle_of(group_of("pg", Some(4), &unconstrained, None), list);
     let cfg = config(&[RACK, HOST], &[]);
@@ -233,6 +226,13 @@ fn consecutive_indexes_share_a_domain() {
     assert_eq!(placing_order(&c.pods, 0, 3), vec![0, 1, 2, 3]);
 }
 
+/// Pod `p{index}` of PodGroup `pg` (1 cpu) with Job completion index `index`.
+fn indexed_pod(index: u64) -> serde_json::Value {
+    let mut v = pod_value(&format!("p{index}"), "pg", "1");
+    v["metadata"]["labels"] = json!({JOB_COMPLETION_INDEX: index.to_string()});
+    v
+}
+
 /// Four pods (completion indexes `first..first+4`, arriving scrambled) carrying
 /// `kueue.x-k8s.io/pod-index-offset: offset` (when given), placed unconstrained over two
 /// racks of 2: which pods share a rack.
@@ -244,9 +244,7 @@ fn racks_with_offset(first: u64, offset: Option<&str>) -> Result<Vec<(String, St
     let list: Vec<Arc<PodInfo>> = [2, 0, 3, 1]
         .iter()
         .map(|i| {
-            let index = first + i;
-            let mut v = pod_value(&format!("p{index}"), "pg", "1");
-            v["metadata"]["labels"] = json!({JOB_COMPLETION_INDEX: index.to_string()});
+            let mut v = indexed_pod(first + i);
             if let Some(o) = offset {
                 v["metadata"]["annotations"] = json!({placer_api::annotations::POD_INDEX_OFFSET: o});
             }
@@ -303,14 +301,7 @@ fn an_offset_that_does_not_parse_places_nothing() {
 
 #[test]
 fn placing_order_with_a_negative_offset() {
-    let list: Vec<Arc<PodInfo>> = [1, 0]
-        .iter()
-        .map(|i| {
-            let mut v = pod_value(&format!("p{i}"), "pg", "1");
-            v["metadata"]["labels"] = json!({JOB_COMPLETION_INDEX: i.to_string()});
-            pod_of(v)
-        })
-        .collect();
+    let list: Vec<Arc<PodInfo>> = [1, 0].iter().map(|&i| pod_of(indexed_pod(i))).collect();
     assert_eq!(placing_order(&list, -1, 3), vec![1, 0]);
     assert_eq!(placing_order(&list, -1, 2), vec![0, 1], "index 1 is rank 2, past the size");
     assert_eq!(placing_order(&list, i64::MIN, 2), vec![0, 1]);

@@ -191,6 +191,11 @@ pub fn same_fit_signature(a: &PodInfo, b: &PodInfo) -> bool {
     fit_signature(a, false).is_some_and(|sa| fit_signature(b, false).is_some_and(|sb| sa == sb))
 }
 
+/// Whether `pod` has a fit signature (see [`same_fit_signature`]).
+pub fn has_fit_signature(pod: &PodInfo) -> bool {
+    fit_signature(pod, false).is_some()
+}
+
 /// Whether every pod of the cycle has the same node-local filter inputs: equal
 /// [`FitSignature`]s without inter-pod (anti-)affinity, topology spread or host ports, and
 /// either no ResourceClaims or claims of their own that copy counting can count alike

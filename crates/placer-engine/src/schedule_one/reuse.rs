@@ -106,7 +106,7 @@ pub fn find_node_sampled_reusing(
         // cached (a pod of a mix of shapes pays only this comparison). The next pod of
         // this signature fills the cache, the ones after it reuse.
         reuse.clear();
-        if crate::podgroup::same_fit_signature(pod, pod) {
+        if crate::podgroup::has_fit_signature(pod) {
             reuse.last = Some(pod.clone());
         }
         return super::find_node_sampled(fw, snap, pod, nodes, start, to_find);
@@ -126,9 +126,8 @@ pub fn find_node_sampled_reusing(
         && (0..fw.filters.len())
             .filter(|i| active_filters & (1 << i) != 0)
             .all(|i| fw.filters[i].reads_only_pod_and_node(pod));
-    let same = filters_ok
-        && reuse.skip_filters == state.skip_filters
-        && reuse.last.as_ref().is_some_and(|last| crate::podgroup::same_fit_signature(last, pod));
+    // The previous pod's signature is this pod's (checked above).
+    let same = filters_ok && reuse.skip_filters == state.skip_filters;
     if !same {
         reuse.clear();
     }

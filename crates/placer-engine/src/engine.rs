@@ -1008,9 +1008,9 @@ pub use crate::placement::{PlacementScores, ScoredPlacement};
 pub use explain::{DomainFit, FilterSummary, GroupExplanation};
 mod outcome;
 mod preempt;
-mod single_failures;
 #[cfg(test)]
 mod single_failure_tests;
+mod single_failures;
 mod storage;
 mod tas_preempt;
 mod tas_unit;

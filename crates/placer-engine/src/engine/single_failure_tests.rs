@@ -63,19 +63,16 @@ fn engine(reuse: bool) -> Engine {
     e
 }
 
-/// Binds as a store would, and deletes the first bound pod of `delete` (a pod finishing).
+/// Binds as a store would, and deletes the bound pod `delete` picks (a pod finishing).
 fn settle(e: &mut Engine, decisions: &[Decision], delete: Option<usize>) {
-    let mut bound = Vec::new();
-    for d in decisions {
-        if let Decision::Bind { pod, node, .. } = d {
-            let mut p = (**e.pod_object(pod).unwrap()).clone();
-            if let Some(spec) = p.spec.as_mut() {
-                spec.node_name = Some(node.clone());
-            }
-            e.apply(ClusterEvent::PodUpserted(Arc::new(p)), 0);
-            bound.push(pod.clone());
-        }
-    }
+    super::tests::confirm(e, decisions);
+    let bound: Vec<&PodKey> = decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Bind { pod, .. } => Some(pod),
+            _ => None,
+        })
+        .collect();
     if let Some(i) = delete.filter(|_| !bound.is_empty()) {
         e.apply(ClusterEvent::PodDeleted(bound[i % bound.len()].clone()), 0);
     }

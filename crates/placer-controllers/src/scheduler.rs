@@ -1051,12 +1051,13 @@ fn set_nominated(
 ) -> Result<bool, StoreError> {
     let r = pod_ref(key);
     let Some(Object::Pod(pod)) = store.get(&r) else { return Err(StoreError::NotFound(r)) };
-    let mut pod = Arc::unwrap_or_clone(pod);
-    let status = pod.status.get_or_insert_with(Default::default);
-    if status.nominated_node_name == node {
+    // Compared on the shared object: the store holds it too, so a copy is made only for a
+    // write.
+    if pod.status.as_ref().and_then(|s| s.nominated_node_name.as_ref()) == node.as_ref() {
         return Ok(false);
     }
-    status.nominated_node_name = node;
+    let mut pod = Arc::unwrap_or_clone(pod);
+    pod.status.get_or_insert_with(Default::default).nominated_node_name = node;
     write_status(store, Object::Pod(pod.into()))
 }
 
@@ -1068,17 +1069,22 @@ fn set_pod_unschedulable(
 ) -> Result<bool, StoreError> {
     let r = pod_ref(key);
     let Some(Object::Pod(pod)) = store.get(&r) else { return Err(StoreError::NotFound(r)) };
-    let mut pod = Arc::unwrap_or_clone(pod);
     if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()) {
         return Ok(false);
     }
-    let now = store.now();
-    let conditions = pod.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
     let wanted = |c: &PodCondition| {
         c.status == "False" && c.reason.as_deref() == Some(reason) && c.message.as_deref() == Some(message)
     };
+    // As upstream's UpdatePodCondition: no write when the condition is already there. Checked
+    // on the shared object, so the pod is copied only for a write.
+    let current = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    if current.and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled")).is_some_and(wanted) {
+        return Ok(false);
+    }
+    let mut pod = Arc::unwrap_or_clone(pod);
+    let now = store.now();
+    let conditions = pod.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
     match conditions.iter_mut().find(|c| c.type_ == "PodScheduled") {
-        Some(c) if wanted(c) => return Ok(false),
         Some(c) => {
             if c.status != "False" {
                 c.last_transition_time = Some(now);

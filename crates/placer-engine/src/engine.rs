@@ -182,6 +182,9 @@ pub struct Engine {
     /// of the same signature on nodes that did not change (kube-scheduler's opportunistic
     /// batching, exact: [`crate::schedule_one::SingleReuse`]).
     single_reuse: crate::schedule_one::SingleReuse,
+    /// Failed single-pod attempts of the current pass, repeated for identical pods while
+    /// nothing they read changes ([`single_failures`]).
+    single_failures: single_failures::SingleFailures,
     /// Objects that could not be read (node names and messages), for the caller to log.
     ingest_errors: Vec<String>,
     /// How PodGroups are decided, chosen once from the configuration.
@@ -253,6 +256,7 @@ impl Engine {
             pending: Vec::new(),
             next_start_node_index: 0,
             single_reuse: crate::schedule_one::SingleReuse::default(),
+            single_failures: single_failures::SingleFailures::default(),
             ingest_errors: Vec::new(),
             strategy: Strategy::new(&config),
             tas: tas_unit::TasState::default(),
@@ -753,6 +757,7 @@ impl Engine {
     pub fn schedule(&mut self, now_ms: u64, observer: &mut dyn Observer) -> Vec<Decision> {
         let mut out = std::mem::take(&mut self.pending);
         self.now_ms = now_ms;
+        self.single_failures.clear();
         let wall =
             self.wall_offset_ms.map(|off| i64::try_from(now_ms).unwrap_or(i64::MAX).saturating_add(off));
         self.snapshot.set_now_unix_ms(wall);
@@ -831,7 +836,21 @@ impl Engine {
         // Nominated pods counted, the nominated node first, per-pod preemption on failure
         // (SEMANTICS §12: standalone pods preempt with their own priority).
         let timer = obs.start_timer();
-        let attempt = self.find_node_for_single(&queued.pod, obs);
+        let attempt = match self.reused_failure(&queued.pod) {
+            Some(fit) => {
+                // What the plain attempt reports: one PostFilter call that found nothing.
+                obs.count(crate::metrics::METRIC_PREEMPTION_ATTEMPTS, &[("kind", "pod")], 1);
+                preempt::SingleAttempt::Unschedulable(fit)
+            }
+            None => {
+                let state = self.failure_state(&queued.pod);
+                let attempt = self.find_node_for_single(&queued.pod, obs);
+                if let preempt::SingleAttempt::Unschedulable(fit) = &attempt {
+                    self.record_failure(state, &queued.pod, fit);
+                }
+                attempt
+            }
+        };
         let secs = obs.elapsed_seconds(timer);
         obs.observe(METRIC_SCHEDULING_ALGORITHM_DURATION, &[], secs);
         match attempt {
@@ -989,6 +1008,9 @@ pub use crate::placement::{PlacementScores, ScoredPlacement};
 pub use explain::{DomainFit, FilterSummary, GroupExplanation};
 mod outcome;
 mod preempt;
+#[cfg(test)]
+mod single_failure_tests;
+mod single_failures;
 mod storage;
 mod tas_preempt;
 mod tas_unit;

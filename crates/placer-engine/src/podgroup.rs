@@ -191,6 +191,19 @@ pub fn same_fit_signature(a: &PodInfo, b: &PodInfo) -> bool {
     fit_signature(a, false).is_some_and(|sa| fit_signature(b, false).is_some_and(|sb| sa == sb))
 }
 
+/// [`same_fit_signature`] with the labels compared only when `labels` is true or the pods
+/// carry pod anti-affinity: a pod's labels reach the filters only through the required
+/// anti-affinity of pods already placed (and its own anti-affinity's `matchLabelKeys`), so
+/// with no such pod in the snapshot two pods that differ only in their labels pass and
+/// fail the same nodes for the same reasons.
+pub fn same_fit_signature_but_labels(a: &PodInfo, b: &PodInfo, labels: bool) -> bool {
+    let (Some(mut sa), Some(sb)) = (fit_signature(a, false), fit_signature(b, false)) else { return false };
+    if !labels && sa.anti_affinity.is_none() {
+        sa.labels = sb.labels;
+    }
+    sa == sb
+}
+
 /// Whether `pod` has a fit signature (see [`same_fit_signature`]).
 pub fn has_fit_signature(pod: &PodInfo) -> bool {
     fit_signature(pod, false).is_some()

@@ -174,6 +174,10 @@ pub struct Snapshot {
     undo: Vec<Undo>,
     /// Bumped on every change (node or pod), for caches.
     generation: u64,
+    /// Bumped on every change that is not a simulation (assume, removal for simulation,
+    /// rollback), and when a simulation's changes are kept ([`Snapshot::commit`]): with the
+    /// undo log empty, it names the state ([`Snapshot::state_id`]).
+    durable_generation: u64,
     /// Bumped when a node is added or removed or changes its labels, readiness or
     /// schedulability, for caches of the node set.
     node_generation: u64,
@@ -216,6 +220,9 @@ impl Snapshot {
     }
 
     pub fn set_now_unix_ms(&mut self, now: Option<i64>) {
+        if self.now_unix_ms != now {
+            self.durable_generation += 1;
+        }
         self.now_unix_ms = now;
     }
 
@@ -227,6 +234,22 @@ impl Snapshot {
         self.generation
     }
 
+    /// Names the state of the snapshot while no simulation is open (the undo log is
+    /// empty): two equal ids mean the same nodes with the same pods (in possibly another
+    /// order within a node: a rollback puts a removed pod back last), the same DRA, volume
+    /// and namespace state and the same clock. `None` while assumed or removed pods are
+    /// not rolled back. For caches of results that do not depend on the order of a node's
+    /// pods.
+    pub fn state_id(&self) -> Option<u64> {
+        self.undo.is_empty().then_some(self.durable_generation)
+    }
+
+    /// A change that is not a simulation.
+    fn durable_change(&mut self) {
+        self.generation += 1;
+        self.durable_generation += 1;
+    }
+
     /// DRA objects and in-flight allocations.
     pub fn dra(&self) -> &dra::DraState {
         &self.dra
@@ -234,7 +257,7 @@ impl Snapshot {
 
     /// DRA state, for the engine's event handling and its durable (non-simulated) records.
     pub fn dra_mut(&mut self) -> &mut dra::DraState {
-        self.generation += 1;
+        self.durable_change();
         &mut self.dra
     }
 
@@ -245,7 +268,7 @@ impl Snapshot {
 
     /// Volume state, for the engine's event handling and its durable records.
     pub fn volumes_mut(&mut self) -> &mut volumes::VolumeState {
-        self.generation += 1;
+        self.durable_change();
         &mut self.volumes
     }
 
@@ -367,7 +390,7 @@ impl Snapshot {
 
     /// Adds or replaces a node, keeping the pods already on it.
     pub fn upsert_node(&mut self, info: NodeStatic) -> NodeId {
-        self.generation += 1;
+        self.durable_change();
         let info = Arc::new(info);
         if let Some(&id) = self.by_name.get(&info.name) {
             if let Some(n) = self.nodes[id.0 as usize].as_mut() {
@@ -426,7 +449,7 @@ impl Snapshot {
 
     /// Removes a node; its pods become orphans until a node of that name returns.
     pub fn remove_node(&mut self, name: &str) {
-        self.generation += 1;
+        self.durable_change();
         self.node_generation += 1;
         if let Some(id) = self.by_name.remove(name) {
             if let Some(state) = self.nodes[id.0 as usize].take() {
@@ -451,7 +474,7 @@ impl Snapshot {
             return;
         }
         let Some(node_name) = pod.node_name.clone() else { return };
-        self.generation += 1;
+        self.durable_change();
         match self.by_name.get(&node_name) {
             Some(&id) => {
                 self.location.insert(pod.key.clone(), id);
@@ -464,12 +487,13 @@ impl Snapshot {
     /// Forgets a pod wherever it is counted.
     pub fn remove_pod(&mut self, key: &PodKey) -> Option<Arc<PodInfo>> {
         if let Some(id) = self.location.remove(key) {
-            self.generation += 1;
+            self.durable_change();
             return self.with_node(id, |n| n.remove_pod(key)).flatten();
         }
         for pods in self.orphans.values_mut() {
             if let Some(i) = pods.iter().position(|p| &p.key == key) {
                 self.generation += 1;
+                self.durable_generation += 1;
                 return Some(pods.swap_remove(i));
             }
         }
@@ -529,7 +553,7 @@ impl Snapshot {
                 self.namespaces.remove(name);
             }
         }
-        self.generation += 1;
+        self.durable_change();
     }
 
     pub fn num_nodes(&self) -> usize {
@@ -629,6 +653,9 @@ impl Snapshot {
 
     /// Keeps every change made since `mark` (drops the undo entries).
     pub fn commit(&mut self, mark: Mark) {
+        if self.undo.len() > mark.0 {
+            self.durable_generation += 1;
+        }
         self.undo.truncate(mark.0);
     }
 }

@@ -27,12 +27,20 @@ fn main() {
     };
     match replay(&trace, &config, &ReplayOptions::default()) {
         Ok(r) => println!(
-            "{name} x{scale} {}: {:.2} s wall, {} samples, end {} ms, {:?}",
+            "{name} x{scale} {}: {:.2} s wall, {} samples, end {} ms, {:?}; scheduler {:.2} s, job controller {:.2}, \
+             kubelet {:.2}, lab {:.2}, samples {:.2}; {} instants, {} rounds",
             r.config,
             r.wall_seconds,
             r.samples.len(),
             r.end_ms,
-            r.stop
+            r.stop,
+            r.time.scheduler,
+            r.time.job_controller,
+            r.time.kubelet,
+            r.time.lab,
+            r.time.samples,
+            r.time.instants,
+            r.time.rounds
         ),
         Err(e) => {
             eprintln!("error: {e}");

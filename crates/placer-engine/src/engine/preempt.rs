@@ -308,6 +308,8 @@ impl Engine {
         obs: &mut dyn Observer,
         out: &mut Vec<Decision>,
     ) {
+        // Victims being evicted change what later preemptions see.
+        self.single_failures.epoch += 1;
         let kind = preemptor.kind();
         let on = match nodes {
             [one] => Some(self.snapshot.node(*one).name().to_string()),

@@ -66,7 +66,7 @@ fn apply_all(e: &mut Engine, events: Vec<ClusterEvent>) {
 }
 
 /// Binds as a store would: every `Bind` comes back as a bound pod.
-fn confirm(e: &mut Engine, decisions: &[Decision]) {
+pub(super) fn confirm(e: &mut Engine, decisions: &[Decision]) {
     for d in decisions {
         if let Decision::Bind { pod, node, .. } = d {
             let mut p = (**e.pod_object(pod).unwrap()).clone();

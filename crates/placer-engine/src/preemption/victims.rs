@@ -150,8 +150,17 @@ pub fn workload_units_up_to(
 ) -> Vec<VictimUnit> {
     let mut singles: Vec<VictimUnit> = Vec::new();
     let mut grouped: BTreeMap<GroupKey, VictimUnit> = BTreeMap::new();
+    // A pod above the bound can only be a candidate through a group evicted whole whose
+    // priority is within it: without such a group, it is passed over without looking its
+    // group up (on a cluster where nothing is evictable, that is every running pod).
+    let whole_group_within = groups.iter().any(|(_, e)| {
+        e.info.as_ref().is_some_and(|i| i.disrupt_together && i.priority.unwrap_or(0) <= max_priority)
+    });
     for &id in nodes {
         for pod in snap.node(id).pods.iter().filter(|p| is_running(p)) {
+            if !whole_group_within && pod.priority > max_priority {
+                continue;
+            }
             let group_key = pod.group.as_ref().map(|g| GroupKey::new(pod.key.namespace.clone(), g.clone()));
             if group_key.is_some() && group_key.as_ref() == skip_group {
                 continue;

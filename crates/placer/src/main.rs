@@ -26,6 +26,15 @@ mod validate;
 
 use std::process::ExitCode;
 
+/// mimalloc instead of glibc's malloc: the simulator and the engine allocate and free many
+/// small objects (Kubernetes objects, strings, per-attempt vectors). On the 50,000-node
+/// `placer simulate` file it cut wall time by about a tenth (system time by a third), and
+/// `placer bench`'s ingest by about a tenth. Built with `no_thp`: with transparent huge
+/// pages allowed, mimalloc's page faults stalled now and then on compaction, which tripled
+/// `b-mixed`'s p99 per decision in half the runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 /// Placer: a topology-aware gang scheduler for Kubernetes.

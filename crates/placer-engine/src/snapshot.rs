@@ -174,7 +174,7 @@ pub struct Snapshot {
     undo: Vec<Undo>,
     /// Bumped on every change (node or pod), for caches.
     generation: u64,
-    /// Bumped on every change that is not a simulation (assume, removal for simulation,
+    /// Bumped on every change except a simulation's own (assume, removal for simulation,
     /// rollback), and when a simulation's changes are kept ([`Snapshot::commit`]): with the
     /// undo log empty, it names the state ([`Snapshot::state_id`]).
     durable_generation: u64,
@@ -490,14 +490,14 @@ impl Snapshot {
             self.durable_change();
             return self.with_node(id, |n| n.remove_pod(key)).flatten();
         }
-        for pods in self.orphans.values_mut() {
-            if let Some(i) = pods.iter().position(|p| &p.key == key) {
-                self.generation += 1;
-                self.durable_generation += 1;
-                return Some(pods.swap_remove(i));
-            }
+        let removed = self.orphans.values_mut().find_map(|pods| {
+            let i = pods.iter().position(|p| &p.key == key)?;
+            Some(pods.swap_remove(i))
+        });
+        if removed.is_some() {
+            self.durable_change();
         }
-        None
+        removed
     }
 
     pub fn node_id(&self, name: &str) -> Option<NodeId> {

@@ -101,6 +101,9 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         if machine { Box::new(anstream::stderr()) } else { Box::new(anstream::stdout()) };
     let Some(inputs) = resolve_or_report(&args.input, &args.set) else { return Ok(Status::BadInput) };
     let files = inputs.entries();
+    // One scenario: the process ends after it, and the operating system takes the memory
+    // back faster than freeing 50,000 nodes object by object.
+    let skip_teardown = files.len() == 1;
     let pb = progress_bar(files.len());
     let metrics = args
         .metrics
@@ -137,9 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
             metrics: metrics.clone(),
             progress: Some(Arc::new(move |phase: &str| shown.set_message(phase.to_string()))),
             timeline: args.report.is_some(),
-            // One scenario: the process ends after it, and the operating system takes the
-            // memory back faster than freeing 50,000 nodes object by object.
-            skip_teardown: files.len() == 1,
+            skip_teardown,
             ..RunOptions::default()
         };
         let result = placer_sim::run(&scenario, &opts);
@@ -198,8 +199,8 @@ pub fn run(args: Args) -> anyhow::Result<Status> {
         }
         out.flush()?;
     }
-    if files.len() == 1 {
-        // As `skip_teardown` above: `main` returns right after this.
+    if skip_teardown {
+        // `main` returns right after this.
         std::mem::forget(reports);
     }
     Ok(status)

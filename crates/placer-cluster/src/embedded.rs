@@ -560,6 +560,10 @@ impl ClusterStore for EmbeddedCluster {
         self.objects.get(r).cloned()
     }
 
+    fn contains(&self, r: &ObjectRef) -> bool {
+        self.objects.contains_key(r)
+    }
+
     fn list(&self, kind: Kind) -> Vec<Object> {
         self.objects
             .range(ObjectRef::new(kind, "", "")..)
@@ -634,17 +638,25 @@ impl ClusterStore for EmbeddedCluster {
 
     fn update_status(&mut self, obj: Object) -> Result<Object, StoreError> {
         let r = obj.object_ref();
+        // A pod read from the store with only its status changed (a scheduler's condition
+        // write): it is the new version as it is, without copying the stored one.
+        if let (Object::Pod(given), Some(Object::Pod(stored))) = (&obj, self.objects.get(&r)) {
+            if given.status != stored.status && given.metadata == stored.metadata && given.spec == stored.spec
+            {
+                return Ok(self.put(r, obj, WatchEventKind::Modified));
+            }
+        }
         let old = self.objects.get(&r).cloned().ok_or_else(|| StoreError::NotFound(r.clone()))?;
         Self::check_rv(&r, obj.metadata().resource_version.as_ref(), &old)?;
         let mut new = old.clone();
-        if !copy_status(&obj, &mut new) {
-            let message = format!("{} has no status subresource", r.kind);
-            return Err(StoreError::Invalid { what: r, message });
+        match copy_status(&obj, &mut new) {
+            None => {
+                let message = format!("{} has no status subresource", r.kind);
+                Err(StoreError::Invalid { what: r, message })
+            }
+            Some(false) => Ok(old),
+            Some(true) => Ok(self.put(r, new, WatchEventKind::Modified)),
         }
-        if new == old {
-            return Ok(old);
-        }
-        Ok(self.put(r, new, WatchEventKind::Modified))
     }
 
     fn merge_patch(&mut self, r: &ObjectRef, patch: &Value) -> Result<Object, StoreError> {
@@ -836,30 +848,43 @@ fn keep_server_fields(old: &ObjectMeta, new: &mut ObjectMeta) {
 }
 
 /// Copies `from`'s status onto `to` (same kind). Returns false for kinds without status.
-fn copy_status(from: &Object, to: &mut Object) -> bool {
-    match (from, to) {
-        // Shared objects are copied only when the status differs.
+/// Copies `from`'s status into `to`. `None`: the kind has no status subresource;
+/// otherwise whether the status changed (shared objects are copied only then).
+fn copy_status(from: &Object, to: &mut Object) -> Option<bool> {
+    macro_rules! copy {
+        ($a:expr, $b:expr) => {{
+            let changed = $a.status != $b.status;
+            if changed {
+                $b.status = $a.status.clone();
+            }
+            changed
+        }};
+    }
+    Some(match (from, to) {
         (Object::Node(a), Object::Node(b)) => {
-            if a.status != b.status {
+            let changed = a.status != b.status;
+            if changed {
                 std::sync::Arc::make_mut(b).status = a.status.clone();
             }
+            changed
         }
         (Object::Pod(a), Object::Pod(b)) => {
-            if a.status != b.status {
+            let changed = a.status != b.status;
+            if changed {
                 std::sync::Arc::make_mut(b).status = a.status.clone();
             }
+            changed
         }
-        (Object::PodGroup(a), Object::PodGroup(b)) => b.status = a.status.clone(),
-        (Object::Job(a), Object::Job(b)) => b.status = a.status.clone(),
-        (Object::CronJob(a), Object::CronJob(b)) => b.status = a.status.clone(),
-        (Object::PodDisruptionBudget(a), Object::PodDisruptionBudget(b)) => b.status = a.status.clone(),
-        (Object::Namespace(a), Object::Namespace(b)) => b.status = a.status.clone(),
-        (Object::ResourceClaim(a), Object::ResourceClaim(b)) => b.status = a.status.clone(),
-        (Object::PersistentVolumeClaim(a), Object::PersistentVolumeClaim(b)) => b.status = a.status.clone(),
-        (Object::PersistentVolume(a), Object::PersistentVolume(b)) => b.status = a.status.clone(),
-        _ => return false,
-    }
-    true
+        (Object::PodGroup(a), Object::PodGroup(b)) => copy!(a, b),
+        (Object::Job(a), Object::Job(b)) => copy!(a, b),
+        (Object::CronJob(a), Object::CronJob(b)) => copy!(a, b),
+        (Object::PodDisruptionBudget(a), Object::PodDisruptionBudget(b)) => copy!(a, b),
+        (Object::Namespace(a), Object::Namespace(b)) => copy!(a, b),
+        (Object::ResourceClaim(a), Object::ResourceClaim(b)) => copy!(a, b),
+        (Object::PersistentVolumeClaim(a), Object::PersistentVolumeClaim(b)) => copy!(a, b),
+        (Object::PersistentVolume(a), Object::PersistentVolume(b)) => copy!(a, b),
+        _ => return None,
+    })
 }
 
 /// Everything but metadata and status: what `generation` tracks.
@@ -1261,6 +1286,32 @@ mod tests {
         c.merge_patch(&pod_ref("p"), &json!({"metadata": {"name": "p"}})).unwrap();
         assert_eq!(c.resource_version(), 1);
         assert_eq!(c.watch_since(0).len(), 1);
+    }
+
+    #[test]
+    fn a_pod_status_write_of_a_read_copy_is_stored_and_watched_like_any() {
+        let mut c = EmbeddedCluster::new();
+        let created = c.create(pod("default", "p")).unwrap();
+        let rv = created.metadata().resource_version.clone();
+        let mut write = created.clone();
+        if let Some(pp) = write.as_pod_mut() {
+            pp.status = Some(PodStatus { phase: Some("Running".into()), ..Default::default() });
+        }
+        let before = c.resource_version();
+        let stored = c.update_status(write.clone()).unwrap();
+        assert_ne!(stored.metadata().resource_version, rv, "a new resourceVersion");
+        let got = c.get(&stored.object_ref()).unwrap();
+        assert_eq!(got, stored);
+        let sp = got.as_pod().unwrap();
+        assert_eq!(sp.status.as_ref().unwrap().phase.as_deref(), Some("Running"));
+        assert_eq!(sp.spec, created.as_pod().unwrap().spec);
+        let events = c.watch_since(before);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].object, stored);
+        // The same write again (now stale) is a conflict; the same status is no write.
+        assert!(matches!(c.update_status(write), Err(StoreError::Conflict(_))));
+        let again = c.update_status(stored.clone()).unwrap();
+        assert_eq!(again.metadata().resource_version, stored.metadata().resource_version);
     }
 
     #[test]

@@ -100,6 +100,10 @@ pub trait ClusterStore {
     fn resource_version(&self) -> u64;
 
     fn get(&self, r: &ObjectRef) -> Option<Object>;
+    /// Whether the object exists (`get` without the copy).
+    fn contains(&self, r: &ObjectRef) -> bool {
+        self.get(r).is_some()
+    }
     /// All objects of a kind, sorted by namespace and name.
     fn list(&self, kind: Kind) -> Vec<Object>;
 

@@ -477,7 +477,7 @@ impl SchedulerController {
                 Ok(false)
             }
             Decision::PodEvent { pod, warning, reason, message } => {
-                if store.get(&pod_ref(&pod)).is_some() {
+                if store.contains(&pod_ref(&pod)) {
                     record(store, pod_ref(&pod), if warning { "Warning" } else { "Normal" }, reason, message);
                 }
                 Ok(false)
@@ -496,7 +496,7 @@ impl SchedulerController {
                 let wrote = with_retry(store, "update status of", &pod_ref(&pod), |store| {
                     set_pod_unschedulable(store, &pod, &reason, &message)
                 })?;
-                if store.get(&pod_ref(&pod)).is_some() {
+                if store.contains(&pod_ref(&pod)) {
                     record(store, pod_ref(&pod), "Warning", "FailedScheduling", message);
                 }
                 Ok(wrote)
@@ -505,7 +505,7 @@ impl SchedulerController {
                 let wrote = with_retry(store, "update status of", &group_ref(&group), |store| {
                     set_group_condition(store, &group, POD_GROUP_SCHEDULED, status, &reason, &message)
                 })?;
-                if store.get(&group_ref(&group)).is_some() {
+                if store.contains(&group_ref(&group)) {
                     let assigned = self.assigned.get(&group).copied().unwrap_or(0);
                     let (type_, event_reason, note) =
                         group_event(&group, status, &reason, &message, assigned);
@@ -514,7 +514,7 @@ impl SchedulerController {
                 Ok(wrote)
             }
             Decision::PodGroupDisruptionTarget { group, message } => {
-                if store.get(&group_ref(&group)).is_some() {
+                if store.contains(&group_ref(&group)) {
                     record(store, group_ref(&group), "Normal", "Preempted", message.clone());
                 }
                 with_retry(store, "update status of", &group_ref(&group), |store| {
@@ -569,7 +569,7 @@ impl SchedulerController {
                 }
             }
             Decision::EvictForNodeFailure { group, pods, failed_nodes, message } => {
-                if store.get(&group_ref(&group)).is_some() {
+                if store.contains(&group_ref(&group)) {
                     record(store, group_ref(&group), "Normal", REASON_NODE_FAILURES, message.clone());
                 }
                 let condition_message = format!(

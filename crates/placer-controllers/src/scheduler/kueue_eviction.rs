@@ -124,7 +124,7 @@ impl SchedulerController {
             .and_then(|s| s.scheduling_group.as_ref())
             .and_then(|g| g.pod_group_name.clone())
             .map(|name| GroupKey::new(namespace.clone(), name))
-            .filter(|g| store.get(&group_ref(g)).is_some());
+            .filter(|g| store.contains(&group_ref(g)));
         if let Some(g) = &group {
             for (type_, reason) in
                 [(CONDITION_PREEMPTED, REASON_IN_CLUSTER_QUEUE), (CONDITION_EVICTED, REASON_PREEMPTED)]
@@ -161,7 +161,7 @@ pub fn requeue(
     let Some(message) = job.metadata.annotations.as_ref().and_then(|a| a.get(ANN_EVICTED)).cloned() else {
         return Ok(false);
     };
-    if let Some(g) = group.filter(|g| store.get(&group_ref(g)).is_some()) {
+    if let Some(g) = group.filter(|g| store.contains(&group_ref(g))) {
         set_group_condition(store, g, CONDITION_REQUEUED, true, REASON_PREEMPTED, &message)?;
     }
     let r = ObjectRef::new(

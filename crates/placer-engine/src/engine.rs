@@ -503,7 +503,7 @@ impl Engine {
     }
 
     fn apply_pod(&mut self, pod: Arc<Pod>, now_ms: u64) {
-        if self.confirm_in_place(&pod, now_ms) {
+        if self.confirm_in_place(&pod, now_ms) || self.refresh_in_place(&pod) {
             return;
         }
         let source = pod.clone();

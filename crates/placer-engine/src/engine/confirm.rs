@@ -12,6 +12,13 @@
 //! whose counted copy is still the assumed one. In
 //! every other case [`Engine::confirm_in_place`] returns false and the caller reads the
 //! pod as before. Debug builds check every confirmation against a full read.
+//!
+//! The same holds for a pending pod whose new version differs only by its `PodScheduled`
+//! condition: what this scheduler writes after every failed attempt (a gang that waits
+//! for hours in a replay is written after each retry). [`Engine::refresh_in_place`] keeps
+//! its record and queue entry as they are and replaces only the object it read, when the
+//! full path would leave them unchanged too: the pod is unbound in both versions, not
+//! assumed, queued, and its PreEnqueue verdict is the one its queue entry holds.
 
 use std::sync::Arc;
 
@@ -19,6 +26,7 @@ use placer_api::k8s::api::core::v1::Pod;
 
 use super::Engine;
 use crate::model::{differs_only_by_binding, PodInfo, PodKey};
+use crate::queue::{Admission, QueueState};
 
 impl Engine {
     /// Confirms an assumed pod from its bound version without reading it again, when that
@@ -59,6 +67,49 @@ impl Engine {
                 self.group_changed(&group, now_ms);
             }
         }
+        true
+    }
+
+    /// Takes a pending pod's update that changed only its `PodScheduled` condition (and
+    /// resourceVersion) without reading the pod again, when that is exact (see the module
+    /// documentation). Returns whether it did.
+    pub(super) fn refresh_in_place(&mut self, pod: &Arc<Pod>) -> bool {
+        let unbound =
+            |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty);
+        let Some(name) = pod.metadata.name.as_deref() else { return false };
+        if !unbound(pod) {
+            return false;
+        }
+        let key = PodKey::new(pod.metadata.namespace.as_deref().unwrap_or("default"), name);
+        if self.assumed.contains_key(&key) {
+            return false;
+        }
+        let (Some(read), Some(record)) = (self.sources.get(&key), self.pods.get(&key)) else { return false };
+        if !unbound(read) || !differs_only_by_binding(read, pod) {
+            return false;
+        }
+        // What `apply_pod` would do with the same record: refresh the queue entry with
+        // PreEnqueue's verdict, which moves the pod only when the verdict changed.
+        let unchanged = match (self.queue.state(&key), self.pre_enqueue(record)) {
+            (Some(QueueState::Gated { reason: held }), Admission::Reject(reason)) => *held == reason,
+            (Some(QueueState::Gated { .. }), Admission::Admit) => false,
+            (Some(_), Admission::Admit) => true,
+            (Some(_), Admission::Reject(_)) | (None, _) => false,
+        };
+        if !unchanged {
+            return false;
+        }
+        #[cfg(debug_assertions)]
+        {
+            let record = record.clone();
+            let fresh = self.pod_info(pod.clone());
+            debug_assert_eq!(
+                fresh.as_ref(),
+                Some(&*record),
+                "a status-only update reads as the pod's record"
+            );
+        }
+        self.sources.insert(key, pod.clone());
         true
     }
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::observer::NoopObserver;
+use crate::queue::QueueState;
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -620,4 +621,63 @@ fn explain_group_scores_the_placements_as_the_cycle_did_and_changes_nothing() {
     // Read-only: asked again, the same answer; the group's pods are still bound.
     assert_eq!(e.explain_group(&GroupKey::new("default", "pg")).map(|y| y.placements), Some(Some(p)));
     assert_eq!(e.explain_group(&GroupKey::new("default", "pg")).map(|y| y.scheduled), Some(2));
+}
+
+/// The pod as the store returns it after the scheduler wrote `PodScheduled=False`.
+fn with_unschedulable_condition(e: &Engine, name: &str, message: &str) -> ClusterEvent {
+    let mut p = (**e.sources.get(&key(name)).expect("a pending pod's object is kept")).clone();
+    p.metadata.resource_version = Some(format!("rv-{message}"));
+    p.status.get_or_insert_with(Default::default).conditions =
+        Some(vec![placer_api::k8s::api::core::v1::PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            message: Some(message.into()),
+            ..Default::default()
+        }]);
+    ClusterEvent::PodUpserted(Arc::new(p))
+}
+
+#[test]
+fn a_failed_pods_condition_write_keeps_its_record_and_queue_entry() {
+    let mut e = engine();
+    apply_all(&mut e, vec![node("n1", "1", json!({})), pod("big", "2", None)]);
+    let out = e.schedule(0, &mut NoopObserver);
+    assert!(out.iter().any(|d| matches!(d, Decision::PodUnschedulable { .. })));
+    let record = e.pod(&key("big")).unwrap().clone();
+    let state = e.queue().state(&key("big")).cloned();
+    assert_eq!(state, Some(QueueState::Unschedulable));
+
+    // Only the condition changed: the same record, the same queue state, the new object.
+    e.apply(with_unschedulable_condition(&e, "big", "0/1 nodes are available"), 0);
+    assert!(Arc::ptr_eq(e.pod(&key("big")).unwrap(), &record), "the record is kept");
+    assert_eq!(e.queue().state(&key("big")).cloned(), state);
+    let kept = e.sources.get(&key("big")).unwrap();
+    assert_eq!(kept.metadata.resource_version.as_deref(), Some("rv-0/1 nodes are available"));
+
+    // A label change is read in full (and may move the pod).
+    let mut relabelled = (**kept).clone();
+    relabelled.metadata.labels = Some([("app".to_string(), "x".to_string())].into());
+    e.apply(ClusterEvent::PodUpserted(Arc::new(relabelled)), 0);
+    assert!(!Arc::ptr_eq(e.pod(&key("big")).unwrap(), &record), "a spec or label change is read again");
+}
+
+#[test]
+fn a_condition_write_on_a_gated_member_whose_verdict_changed_is_read_in_full() {
+    let mut e = engine();
+    apply_all(&mut e, vec![node("n1", "4", json!({})), pod("m1", "1", Some("pg"))]);
+    e.schedule(0, &mut NoopObserver);
+    assert!(matches!(e.queue().state(&key("m1")), Some(QueueState::Gated { .. })), "no PodGroup yet");
+    // The PodGroup appears without the engine hearing of it through a group event (as
+    // if its event were still to come): the full path re-files the member with the new
+    // verdict, so the shortcut must not apply.
+    let pg: PodGroup = serde_json::from_value(json!({"metadata": {"name": "pg", "namespace": "default"},
+        "spec": {"schedulingPolicy": {"basic": {}}}}))
+    .unwrap();
+    let info = crate::model::PodGroupInfo::from_pod_group(Arc::new(pg)).unwrap();
+    e.groups.entry_mut(&GroupKey::new("default", "pg")).info = Some(Arc::new(info));
+    let record = e.pod(&key("m1")).unwrap().clone();
+    e.apply(with_unschedulable_condition(&e, "m1", "waiting"), 0);
+    assert!(!Arc::ptr_eq(e.pod(&key("m1")).unwrap(), &record));
+    assert!(!matches!(e.queue().state(&key("m1")), Some(QueueState::Gated { .. })), "admitted now");
 }

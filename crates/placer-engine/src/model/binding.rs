@@ -37,7 +37,8 @@ pub(crate) fn differs_only_by_binding(old: &Pod, new: &Pod) -> bool {
         && match (&old.status, &new.status) {
             (Some(a), Some(b)) => same_status(a, b),
             (None, None) => true,
-            _ => false,
+            // No status reads as an empty one (every status field is optional).
+            (Some(s), None) | (None, Some(s)) => same_status(s, &PodStatus::default()),
         }
 }
 
@@ -130,6 +131,13 @@ mod tests {
         let p = pending();
         assert!(differs_only_by_binding(&p, &bound(&p)));
         assert!(differs_only_by_binding(&p, &p));
+        // A pod created without a status reads as one with an empty status.
+        let mut bare = pending();
+        bare.status = None;
+        let mut written = bare.clone();
+        written.status = bound(&bare).status;
+        assert!(differs_only_by_binding(&bare, &written), "only a PodScheduled condition was added");
+        assert!(differs_only_by_binding(&written, &bare));
     }
 
     #[test]

@@ -261,33 +261,65 @@ impl SchedulingQueue {
         now_ms: u64,
         mut could_help: impl FnMut(&PodInfo) -> bool,
     ) -> usize {
-        let keys: Vec<PodKey> = self
+        let arrivals: Vec<u64> = self
             .unschedulable
-            .values()
-            .filter(|k| self.entries.get(*k).is_some_and(|e| could_help(&e.queued.pod)))
-            .cloned()
+            .iter()
+            .filter(|(_, k)| self.entries.get(*k).is_some_and(|e| could_help(&e.queued.pod)))
+            .map(|(a, _)| *a)
             .collect();
-        for key in &keys {
-            if let Some(entry) = self.take_entry(key) {
-                let state = self.ready_state(&entry.queued, now_ms);
-                self.insert_entry(entry.queued, state);
+        for arrival in &arrivals {
+            if let Some(key) = self.unschedulable.remove(arrival) {
+                self.move_on(arrival, key, now_ms);
             }
         }
-        keys.len()
+        arrivals.len()
+    }
+
+    /// Moves a pod just taken out of the unschedulable pool to backoff or active, in
+    /// place: its entry, the other state index and its group's waiting set change; its
+    /// group membership (any state) stays.
+    fn move_on(&mut self, arrival: &u64, key: PodKey, now_ms: u64) {
+        self.unschedulable_pod_dependent.remove(arrival);
+        let Some(entry) = self.entries.get_mut(&key) else { return };
+        debug_assert_eq!(entry.state, QueueState::Unschedulable);
+        let state = if entry.queued.backoff_until_ms > now_ms {
+            QueueState::Backoff { ready_at_ms: entry.queued.backoff_until_ms }
+        } else {
+            QueueState::Active
+        };
+        let priority = entry.queued.pod.priority;
+        let group = Self::group_key(&entry.queued.pod);
+        entry.state = state.clone();
+        entry.active_priority = priority;
+        if let Some(g) = group {
+            if let Some(w) = self.group_waiting.get_mut(&g) {
+                w.unschedulable.remove(&(*arrival, key.clone()));
+                if w.is_empty() {
+                    self.group_waiting.remove(&g);
+                }
+            }
+        }
+        match state {
+            QueueState::Backoff { ready_at_ms } => {
+                self.backoff.insert((ready_at_ms, *arrival), key);
+            }
+            _ => {
+                self.active.insert((Reverse(priority), *arrival), key);
+            }
+        }
     }
 
     /// Moves every unschedulable pod whose feasibility depends on other pods' placement
     /// (required inter-pod affinity, hard topology spread) on: a pod was assigned or changed
     /// its labels. Cheap: only that subset of the pool is visited. Returns how many moved.
     pub fn move_pod_dependent_unschedulable(&mut self, now_ms: u64) -> usize {
-        let keys: Vec<PodKey> = self.unschedulable_pod_dependent.values().cloned().collect();
-        for key in &keys {
-            if let Some(entry) = self.take_entry(key) {
-                let state = self.ready_state(&entry.queued, now_ms);
-                self.insert_entry(entry.queued, state);
+        let dependent = std::mem::take(&mut self.unschedulable_pod_dependent);
+        for arrival in dependent.keys() {
+            if let Some(key) = self.unschedulable.remove(arrival) {
+                self.move_on(arrival, key, now_ms);
             }
         }
-        keys.len()
+        dependent.len()
     }
 
     /// Moves pods whose backoff expired at `now_ms` from backoff to active.
@@ -608,11 +640,9 @@ mod tests {
         assert_eq!(q.group_members(&g).len(), 1);
     }
 
-    #[test]
-    fn pod_assignments_move_only_pods_that_depend_on_other_pods() {
-        let mut q = SchedulingQueue::new(0, 0);
-        let plain = pod("plain", 0, None);
-        let mut with_affinity = (*pod("affine", 0, None)).clone();
+    /// A pod with required inter-pod affinity ([`depends_on_other_pods`]).
+    fn affine_pod(name: &str, group: Option<&str>) -> Arc<PodInfo> {
+        let mut with_affinity = (*pod(name, 0, group)).clone();
         let mut view = (*with_affinity.view).clone();
         view.affinity = Some(
             serde_json::from_value(serde_json::json!({
@@ -623,7 +653,14 @@ mod tests {
             .unwrap(),
         );
         with_affinity.view = Arc::new(view);
-        let with_affinity = Arc::new(with_affinity);
+        Arc::new(with_affinity)
+    }
+
+    #[test]
+    fn pod_assignments_move_only_pods_that_depend_on_other_pods() {
+        let mut q = SchedulingQueue::new(0, 0);
+        let plain = pod("plain", 0, None);
+        let with_affinity = affine_pod("affine", None);
         assert!(depends_on_other_pods(&with_affinity));
         assert!(!depends_on_other_pods(&plain));
         for p in [plain, with_affinity] {
@@ -767,5 +804,163 @@ mod tests {
         assert!(q.is_empty());
         assert_eq!(q.next_backoff_ms(), None);
         assert!(q.group_members(&GroupKey::new("default", "pg")).is_empty());
+    }
+
+    /// The moves before `move_on`: every moved pod taken out of every index and filed
+    /// again (the plain path the in-place move must match).
+    fn plain_move_all(q: &mut SchedulingQueue, now_ms: u64, dependent_only: bool, odd_only: bool) {
+        let pool = if dependent_only { &q.unschedulable_pod_dependent } else { &q.unschedulable };
+        let keys: Vec<PodKey> = pool
+            .values()
+            .filter(|k| !odd_only || k.name.ends_with(['1', '3', '5', '7', '9']))
+            .cloned()
+            .collect();
+        for key in &keys {
+            if let Some(entry) = q.take_entry(key) {
+                let state = q.ready_state(&entry.queued, now_ms);
+                q.insert_entry(entry.queued, state);
+            }
+        }
+    }
+
+    /// Every index agrees with the entries: the state maps, the pod-dependent subset,
+    /// group membership and the groups' waiting sets.
+    fn assert_consistent(q: &SchedulingQueue) {
+        let mut active = 0;
+        let mut backoff = 0;
+        let mut unschedulable = 0;
+        for (key, e) in &q.entries {
+            match &e.state {
+                QueueState::Active => {
+                    active += 1;
+                    assert_eq!(q.active.get(&(Reverse(e.active_priority), e.queued.arrival)), Some(key));
+                }
+                QueueState::Backoff { ready_at_ms } => {
+                    backoff += 1;
+                    assert_eq!(q.backoff.get(&(*ready_at_ms, e.queued.arrival)), Some(key));
+                }
+                QueueState::Unschedulable => {
+                    unschedulable += 1;
+                    assert_eq!(q.unschedulable.get(&e.queued.arrival), Some(key));
+                    let dependent = q.unschedulable_pod_dependent.get(&e.queued.arrival);
+                    assert_eq!(dependent.is_some(), depends_on_other_pods(&e.queued.pod));
+                }
+                QueueState::Gated { .. } => {}
+            }
+            if let Some(g) = SchedulingQueue::group_key(&e.queued.pod) {
+                let member = (e.queued.arrival, key.clone());
+                assert!(q.groups.get(&g).is_some_and(|set| set.contains(&member)));
+                let waiting = q.group_waiting.get(&g).is_some_and(|w| w.unschedulable.contains(&member));
+                assert_eq!(waiting, e.state == QueueState::Unschedulable, "{key}");
+            }
+        }
+        assert_eq!(
+            (q.active.len(), q.backoff.len(), q.unschedulable.len()),
+            (active, backoff, unschedulable)
+        );
+        let waiting: usize = q.group_waiting.values().map(|w| w.unschedulable.len()).sum();
+        let grouped_unschedulable = q
+            .entries
+            .values()
+            .filter(|e| e.state == QueueState::Unschedulable && e.queued.pod.group.is_some())
+            .count();
+        assert_eq!(waiting, grouped_unschedulable);
+        assert!(q.group_waiting.values().all(|w| !w.is_empty()));
+    }
+
+    #[derive(Debug, Clone)]
+    enum MoveOp {
+        /// Upsert pod `i` (in a group when `i` is even; with inter-pod affinity when
+        /// `i % 3 == 0`) with priority `p`.
+        Upsert {
+            i: usize,
+            p: i32,
+        },
+        Pop {
+            now: u64,
+        },
+        Fail {
+            now: u64,
+        },
+        MoveAll {
+            now: u64,
+            odd_only: bool,
+        },
+        MoveDependent {
+            now: u64,
+        },
+    }
+
+    fn move_op() -> impl proptest::strategy::Strategy<Value = MoveOp> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0..10usize, -2..3i32).prop_map(|(i, p)| MoveOp::Upsert { i, p }),
+            (0..5000u64).prop_map(|now| MoveOp::Pop { now }),
+            (0..5000u64).prop_map(|now| MoveOp::Fail { now }),
+            (0..5000u64, any::<bool>()).prop_map(|(now, odd_only)| MoveOp::MoveAll { now, odd_only }),
+            (0..5000u64).prop_map(|now| MoveOp::MoveDependent { now }),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Moving pods out of the unschedulable pool in place (`move_on`) leaves the queue
+        /// as taking each out of every index and filing it again does, and every index
+        /// consistent.
+        #[test]
+        fn in_place_moves_match_the_plain_path(ops in proptest::collection::vec(move_op(), 0..80)) {
+            let mut fast = SchedulingQueue::new(1000, 4000);
+            let mut plain = SchedulingQueue::new(1000, 4000);
+            let mut popped: Vec<QueuedPod> = Vec::new();
+            for op in ops {
+                match op {
+                    MoveOp::Upsert { i, p } => {
+                        let name = format!("m{i}");
+                        let group = (i % 2 == 0).then_some("pg");
+                        let mut info = if i % 3 == 0 { (*affine_pod(&name, group)).clone() } else { (*pod(&name, p, group)).clone() };
+                        info.priority = p;
+                        let info = Arc::new(info);
+                        fast.upsert(info.clone(), Admission::Admit, 0);
+                        plain.upsert(info, Admission::Admit, 0);
+                    }
+                    MoveOp::Pop { now } => {
+                        let (a, b) = (fast.pop(now), plain.pop(now));
+                        proptest::prop_assert_eq!(a.as_ref().map(|q| q.pod.key.clone()), b.as_ref().map(|q| q.pod.key.clone()));
+                        popped.extend(a);
+                    }
+                    MoveOp::Fail { now } => {
+                        if let Some(q) = popped.pop() {
+                            fast.add_failed(q.clone(), now);
+                            plain.add_failed(q, now);
+                        }
+                    }
+                    MoveOp::MoveAll { now, odd_only } => {
+                        let odd = |p: &PodInfo| !odd_only || p.key.name.ends_with(['1', '3', '5', '7', '9']);
+                        let moved = fast.move_all_unschedulable(now, odd);
+                        let before = plain.unschedulable.len();
+                        plain_move_all(&mut plain, now, false, odd_only);
+                        proptest::prop_assert_eq!(moved, before - plain.unschedulable.len());
+                    }
+                    MoveOp::MoveDependent { now } => {
+                        fast.move_pod_dependent_unschedulable(now);
+                        plain_move_all(&mut plain, now, true, false);
+                    }
+                }
+                assert_consistent(&fast);
+                for i in 0..10 {
+                    let key = PodKey::new("default", format!("m{i}"));
+                    proptest::prop_assert_eq!(fast.state(&key), plain.state(&key));
+                }
+                let g = GroupKey::new("default", "pg");
+                proptest::prop_assert_eq!(fast.group_members(&g), plain.group_members(&g));
+                proptest::prop_assert_eq!(fast.group_members_to_activate(&g, &Admission::Admit), plain.group_members_to_activate(&g, &Admission::Admit));
+                proptest::prop_assert_eq!(fast.next_backoff_ms(), plain.next_backoff_ms());
+            }
+            // Both drain in the same order.
+            let drain = |q: &mut SchedulingQueue| {
+                q.move_all_unschedulable(u64::MAX, |_| true);
+                std::iter::from_fn(|| q.pop(u64::MAX)).map(|p| p.pod.key.clone()).collect::<Vec<_>>()
+            };
+            proptest::prop_assert_eq!(drain(&mut fast), drain(&mut plain));
+        }
     }
 }

@@ -639,7 +639,8 @@ impl ClusterStore for EmbeddedCluster {
     fn update_status(&mut self, obj: Object) -> Result<Object, StoreError> {
         let r = obj.object_ref();
         // A pod read from the store with only its status changed (a scheduler's condition
-        // write): it is the new version as it is, without copying the stored one.
+        // write): it is the new version as it is, without copying the stored one. Equal
+        // metadata includes the resourceVersion, so the check below would pass.
         if let (Object::Pod(given), Some(Object::Pod(stored))) = (&obj, self.objects.get(&r)) {
             if given.status != stored.status && given.metadata == stored.metadata && given.spec == stored.spec
             {
@@ -847,34 +848,25 @@ fn keep_server_fields(old: &ObjectMeta, new: &mut ObjectMeta) {
     new.generate_name = old.generate_name.clone();
 }
 
-/// Copies `from`'s status onto `to` (same kind). Returns false for kinds without status.
-/// Copies `from`'s status into `to`. `None`: the kind has no status subresource;
-/// otherwise whether the status changed (shared objects are copied only then).
+/// Copies `from`'s status onto `to` (same kind). `None`: the kind has no status
+/// subresource; otherwise whether the status changed (shared objects are copied only then).
 fn copy_status(from: &Object, to: &mut Object) -> Option<bool> {
     macro_rules! copy {
-        ($a:expr, $b:expr) => {{
+        ($a:expr, $b:expr) => {
+            copy!($a, $b, $b)
+        };
+        // `$target`: where to write, evaluated only when the status differs.
+        ($a:expr, $b:expr, $target:expr) => {{
             let changed = $a.status != $b.status;
             if changed {
-                $b.status = $a.status.clone();
+                $target.status = $a.status.clone();
             }
             changed
         }};
     }
     Some(match (from, to) {
-        (Object::Node(a), Object::Node(b)) => {
-            let changed = a.status != b.status;
-            if changed {
-                std::sync::Arc::make_mut(b).status = a.status.clone();
-            }
-            changed
-        }
-        (Object::Pod(a), Object::Pod(b)) => {
-            let changed = a.status != b.status;
-            if changed {
-                std::sync::Arc::make_mut(b).status = a.status.clone();
-            }
-            changed
-        }
+        (Object::Node(a), Object::Node(b)) => copy!(a, b, std::sync::Arc::make_mut(b)),
+        (Object::Pod(a), Object::Pod(b)) => copy!(a, b, std::sync::Arc::make_mut(b)),
         (Object::PodGroup(a), Object::PodGroup(b)) => copy!(a, b),
         (Object::Job(a), Object::Job(b)) => copy!(a, b),
         (Object::CronJob(a), Object::CronJob(b)) => copy!(a, b),

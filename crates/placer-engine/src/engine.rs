@@ -498,10 +498,6 @@ impl Engine {
         }
     }
 
-    fn group_key_of(pod: &PodInfo) -> Option<GroupKey> {
-        pod.group.as_ref().map(|g| GroupKey::new(pod.key.namespace.clone(), g.clone()))
-    }
-
     fn apply_pod(&mut self, pod: Arc<Pod>, now_ms: u64) {
         if self.confirm_in_place(&pod, now_ms) || self.refresh_in_place(&pod) {
             return;
@@ -563,7 +559,7 @@ impl Engine {
         // group that now preempts for what did not fit.
         let newly_assigned =
             info.node_name.is_some() && !info.terminal && old.as_ref().is_none_or(|o| o.node_name.is_none());
-        let assigned_to = if newly_assigned { Self::group_key_of(&info) } else { None };
+        let assigned_to = if newly_assigned { info.group_key() } else { None };
         if let Some(group) = new_member.or(assigned_to) {
             self.group_changed(&group, now_ms);
         }
@@ -578,7 +574,7 @@ impl Engine {
         self.assumed.remove(key);
         let node = self.snapshot.pod_node(key).map(|id| self.snapshot.node(id).name().to_string());
         let freed = self.snapshot.remove_pod(key).is_some();
-        if let (Some(node), Some(group)) = (node, old.as_deref().and_then(Self::group_key_of)) {
+        if let (Some(node), Some(group)) = (node, old.as_deref().and_then(PodInfo::group_key)) {
             self.lost_on.entry(group).or_default().insert(node);
         }
         self.update_membership(old.as_deref(), None);
@@ -590,8 +586,8 @@ impl Engine {
     /// Keeps group member sets current. Returns the group that gained a member.
     fn update_membership(&mut self, old: Option<&PodInfo>, new: Option<&PodInfo>) -> Option<GroupKey> {
         let counts = |p: &PodInfo| !p.terminal && !p.deleting;
-        let old_group = old.filter(|p| counts(p)).and_then(Self::group_key_of);
-        let new_group = new.filter(|p| counts(p)).and_then(Self::group_key_of);
+        let old_group = old.filter(|p| counts(p)).and_then(PodInfo::group_key);
+        let new_group = new.filter(|p| counts(p)).and_then(PodInfo::group_key);
         if old_group == new_group {
             return None;
         }
@@ -720,7 +716,7 @@ impl Engine {
         if !self.gate(Gate::GenericWorkload) {
             return Admission::Admit;
         }
-        let Some(group) = Self::group_key_of(pod) else { return Admission::Admit };
+        let Some(group) = pod.group_key() else { return Admission::Admit };
         self.group_admission(&group)
     }
 

@@ -397,6 +397,12 @@ impl PodInfo {
         })
     }
 
+    /// The PodGroup the pod belongs to (`spec.schedulingGroup.podGroupName`, in the pod's
+    /// namespace), by key.
+    pub fn group_key(&self) -> Option<GroupKey> {
+        self.group.as_ref().map(|g| GroupKey::new(self.key.namespace.clone(), g.as_str()))
+    }
+
     /// `metadata.labels`.
     pub fn labels(&self) -> &BTreeMap<String, String> {
         &self.view.labels

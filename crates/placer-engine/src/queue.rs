@@ -174,7 +174,7 @@ impl SchedulingQueue {
         if let Some(mut entry) = self.take_entry(&key) {
             entry.queued.pod = pod;
             let state = match (entry.state, admission) {
-                (QueueState::Gated { .. }, Admission::Admit) => self.ready_state(&entry.queued, now_ms),
+                (QueueState::Gated { .. }, Admission::Admit) => Self::ready_state(&entry.queued, now_ms),
                 (_, Admission::Reject(reason)) => QueueState::Gated { reason },
                 (state, Admission::Admit) => state,
             };
@@ -206,7 +206,7 @@ impl SchedulingQueue {
         self.remove(&queued.pod.key);
         queued.attempts = queued.attempts.saturating_add(1);
         queued.backoff_until_ms = now_ms.saturating_add(self.backoff_ms(queued.attempts));
-        let state = self.ready_state(&queued, now_ms);
+        let state = Self::ready_state(&queued, now_ms);
         self.insert_entry(queued, state);
     }
 
@@ -214,7 +214,7 @@ impl SchedulingQueue {
     /// verdict for it), ready now or after its pending backoff.
     pub fn requeue(&mut self, queued: QueuedPod, now_ms: u64) {
         self.remove(&queued.pod.key);
-        let state = self.ready_state(&queued, now_ms);
+        let state = Self::ready_state(&queued, now_ms);
         self.insert_entry(queued, state);
     }
 
@@ -237,7 +237,7 @@ impl SchedulingQueue {
         match (&entry.state, admission) {
             (QueueState::Unschedulable, _) | (QueueState::Gated { .. }, Admission::Admit) => {
                 if let Some(entry) = self.take_entry(key) {
-                    let state = self.ready_state(&entry.queued, now_ms);
+                    let state = Self::ready_state(&entry.queued, now_ms);
                     self.insert_entry(entry.queued, state);
                 }
                 true
@@ -282,13 +282,9 @@ impl SchedulingQueue {
         self.unschedulable_pod_dependent.remove(arrival);
         let Some(entry) = self.entries.get_mut(&key) else { return };
         debug_assert_eq!(entry.state, QueueState::Unschedulable);
-        let state = if entry.queued.backoff_until_ms > now_ms {
-            QueueState::Backoff { ready_at_ms: entry.queued.backoff_until_ms }
-        } else {
-            QueueState::Active
-        };
+        let state = Self::ready_state(&entry.queued, now_ms);
         let priority = entry.queued.pod.priority;
-        let group = Self::group_key(&entry.queued.pod);
+        let group = entry.queued.pod.group_key();
         entry.state = state.clone();
         entry.active_priority = priority;
         if let Some(g) = group {
@@ -403,16 +399,12 @@ impl SchedulingQueue {
 
     // ---- internals ----
 
-    fn ready_state(&self, queued: &QueuedPod, now_ms: u64) -> QueueState {
+    fn ready_state(queued: &QueuedPod, now_ms: u64) -> QueueState {
         if queued.backoff_until_ms > now_ms {
             QueueState::Backoff { ready_at_ms: queued.backoff_until_ms }
         } else {
             QueueState::Active
         }
-    }
-
-    fn group_key(pod: &PodInfo) -> Option<GroupKey> {
-        pod.group.as_ref().map(|g| GroupKey::new(pod.key.namespace.clone(), g.clone()))
     }
 
     fn insert_entry(&mut self, queued: QueuedPod, state: QueueState) {
@@ -433,7 +425,7 @@ impl SchedulingQueue {
             }
             QueueState::Gated { .. } => {}
         }
-        if let Some(g) = Self::group_key(&queued.pod) {
+        if let Some(g) = queued.pod.group_key() {
             let member = (queued.arrival, key.clone());
             match &state {
                 QueueState::Unschedulable => {
@@ -472,7 +464,7 @@ impl SchedulingQueue {
     /// Removes an entry whose state index was already cleared by the caller.
     fn take_entry_detached(&mut self, key: &PodKey) -> Option<Entry> {
         let entry = self.entries.remove(key)?;
-        if let Some(g) = Self::group_key(&entry.queued.pod) {
+        if let Some(g) = entry.queued.pod.group_key() {
             let member = (entry.queued.arrival, key.clone());
             if let Some(w) = self.group_waiting.get_mut(&g) {
                 match &entry.state {
@@ -817,7 +809,7 @@ mod tests {
             .collect();
         for key in &keys {
             if let Some(entry) = q.take_entry(key) {
-                let state = q.ready_state(&entry.queued, now_ms);
+                let state = SchedulingQueue::ready_state(&entry.queued, now_ms);
                 q.insert_entry(entry.queued, state);
             }
         }
@@ -847,7 +839,7 @@ mod tests {
                 }
                 QueueState::Gated { .. } => {}
             }
-            if let Some(g) = SchedulingQueue::group_key(&e.queued.pod) {
+            if let Some(g) = e.queued.pod.group_key() {
                 let member = (e.queued.arrival, key.clone());
                 assert!(q.groups.get(&g).is_some_and(|set| set.contains(&member)));
                 let waiting = q.group_waiting.get(&g).is_some_and(|w| w.unschedulable.contains(&member));

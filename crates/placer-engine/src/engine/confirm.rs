@@ -63,7 +63,7 @@ impl Engine {
         // move on (GangScheduling requeue hint). Membership is unchanged.
         if !counted.terminal {
             self.queue.move_pod_dependent_unschedulable(now_ms);
-            if let Some(group) = Self::group_key_of(&counted) {
+            if let Some(group) = counted.group_key() {
                 self.group_changed(&group, now_ms);
             }
         }

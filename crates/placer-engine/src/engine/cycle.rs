@@ -72,7 +72,7 @@ impl Engine {
         obs: &mut dyn Observer,
         out: &mut Vec<Decision>,
     ) {
-        let Some(group_key) = Self::group_key_of(&first.pod) else {
+        let Some(group_key) = first.pod.group_key() else {
             self.schedule_single(first, now_ms, obs, out);
             return;
         };
@@ -97,7 +97,7 @@ impl Engine {
             let Some(info) = self.groups.info(g).cloned() else { continue };
             let pods: Vec<(u64, Arc<PodInfo>)> = members
                 .iter()
-                .filter(|q| Self::group_key_of(&q.pod).as_ref() == Some(g))
+                .filter(|q| q.pod.group_key().as_ref() == Some(g))
                 .map(|q| (q.arrival, q.pod.clone()))
                 .collect();
             let cycle =

@@ -671,10 +671,8 @@ fn a_condition_write_on_a_gated_member_whose_verdict_changed_is_read_in_full() {
     // The PodGroup appears without the engine hearing of it through a group event (as
     // if its event were still to come): the full path re-files the member with the new
     // verdict, so the shortcut must not apply.
-    let pg: PodGroup = serde_json::from_value(json!({"metadata": {"name": "pg", "namespace": "default"},
-        "spec": {"schedulingPolicy": {"basic": {}}}}))
-    .unwrap();
-    let info = crate::model::PodGroupInfo::from_pod_group(Arc::new(pg)).unwrap();
+    let ClusterEvent::PodGroupUpserted(pg) = pod_group("pg", None, None) else { unreachable!() };
+    let info = crate::model::PodGroupInfo::from_pod_group(pg).unwrap();
     e.groups.entry_mut(&GroupKey::new("default", "pg")).info = Some(Arc::new(info));
     let record = e.pod(&key("m1")).unwrap().clone();
     e.apply(with_unschedulable_condition(&e, "m1", "waiting"), 0);

@@ -117,7 +117,7 @@ impl<'a> HierarchicalPreemptor<'a> {
     /// When a victim unit was created: its PodGroup's `creationTimestamp`, or a pod's start
     /// time outside any PodGroup.
     fn unit_time(&self, unit: &VictimUnit) -> Option<Time> {
-        let group = unit.group.clone().or_else(|| unit.pods.first().and_then(|p| super::group_of(p)));
+        let group = unit.group.clone().or_else(|| unit.pods.first().and_then(|p| p.group_key()));
         match group.and_then(|g| self.env.groups.info(&g)) {
             Some(info) => info.pod_group.metadata.creation_timestamp.clone(),
             None => unit.earliest_start.0.clone(),
@@ -174,7 +174,7 @@ impl<'a> HierarchicalPreemptor<'a> {
             workload_units_up_to(snap, self.env.groups, &nodes, None, max_priority)
                 .into_iter()
                 .filter(|u| self.candidate(u, priority, created.as_ref()))
-                .filter(|u| !u.pods.iter().any(|p| super::group_of(p).is_some_and(|g| own.contains(&g))))
+                .filter(|u| !u.pods.iter().any(|p| p.group_key().is_some_and(|g| own.contains(&g))))
                 .collect();
         if units.is_empty() {
             return Err(MSG_NO_VICTIMS_PREEMPTOR.to_string());

@@ -114,15 +114,10 @@ pub fn preemptor_priority(group: &PodGroupInfo) -> i32 {
     group.priority.unwrap_or(0)
 }
 
-/// The PodGroup a pod belongs to, by key.
-pub fn group_of(pod: &PodInfo) -> Option<GroupKey> {
-    pod.group.as_ref().map(|g| GroupKey::new(pod.key.namespace.clone(), g.clone()))
-}
-
 /// A pod's priority as a workload: its PodGroup's priority when it belongs to an existing
 /// PodGroup, else the pod's own priority.
 pub fn effective_priority(groups: &GroupIndex, pod: &PodInfo) -> i32 {
-    group_of(pod).and_then(|g| groups.info(&g).map(|info| preemptor_priority(info))).unwrap_or(pod.priority)
+    pod.group_key().and_then(|g| groups.info(&g).map(|info| preemptor_priority(info))).unwrap_or(pod.priority)
 }
 
 /// The nominated pods the filters of a pod of priority `priority` must count as placed:
@@ -166,7 +161,7 @@ pub fn assume_nominated(snap: &mut Snapshot, nominated: &[(Arc<PodInfo>, &str)])
 pub fn disrupted_groups(groups: &GroupIndex, victims: &[Arc<PodInfo>]) -> Vec<(GroupKey, usize)> {
     let mut out: BTreeMap<GroupKey, usize> = BTreeMap::new();
     for v in victims {
-        if let Some(g) = group_of(v).filter(|g| groups.info(g).is_some()) {
+        if let Some(g) = v.group_key().filter(|g| groups.info(g).is_some()) {
             *out.entry(g).or_insert(0) += 1;
         }
     }

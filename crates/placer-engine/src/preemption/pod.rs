@@ -139,7 +139,7 @@ impl<'a> PodPreemptor<'a> {
                 return Err(MSG_NOT_ELIGIBLE_TERMINATING.trim_end_matches('.').to_string());
             }
         }
-        let own_group = pod.group.as_ref().map(|g| GroupKey::new(pod.key.namespace.clone(), g.clone()));
+        let own_group = pod.group_key();
         let mut reasons = FitError { num_nodes: nodes.len(), ..FitError::default() };
         let potential: Vec<NodeId> =
             nodes.iter().copied().filter(|n| fit.preemptable_nodes.contains(n)).collect();

@@ -161,7 +161,7 @@ pub fn workload_units_up_to(
             if !whole_group_within && pod.priority > max_priority {
                 continue;
             }
-            let group_key = pod.group.as_ref().map(|g| GroupKey::new(pod.key.namespace.clone(), g.clone()));
+            let group_key = pod.group_key();
             if group_key.is_some() && group_key.as_ref() == skip_group {
                 continue;
             }

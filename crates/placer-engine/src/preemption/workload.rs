@@ -75,9 +75,7 @@ impl WorkloadCandidate {
             victim_pods += u.pods.len();
             priority_sum += i64::from(u.priority) * i64::try_from(u.pods.len()).unwrap_or(i64::MAX);
             for p in &u.pods {
-                if let Some(g) = &p.group {
-                    groups.insert(GroupKey::new(p.key.namespace.clone(), g.clone()));
-                }
+                groups.extend(p.group_key());
             }
         }
         WorkloadCost {

@@ -49,6 +49,7 @@ mod tests;
 use placer_api::gates::{FeatureGates, Gate};
 
 use crate::resources::Resources;
+use std::sync::Arc;
 
 use algorithm::{DomainState, Params, Solver};
 #[cfg(test)]
@@ -70,9 +71,10 @@ pub const TOPOLOGY_NAME: &str = "default";
 /// node selector, required node affinity) and subtracted what bound pods use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TasNode {
-    pub name: String,
-    /// Label value for each level, in the order of the levels.
-    pub values: Vec<String>,
+    /// Shared with the cached topology, so a problem's copy of the nodes costs no string copies.
+    pub name: Arc<str>,
+    /// Label value for each level, in the order of the levels (shared like `name`).
+    pub values: Arc<[String]>,
     /// Free capacity (allocatable minus requested); `pods` = free pod slots.
     pub free: Resources,
     /// The node passes the workers' pod-level filters.
@@ -87,7 +89,15 @@ pub struct TasNode {
 impl TasNode {
     /// A node that passes every filter, with no affinity score.
     pub fn new(name: impl Into<String>, values: Vec<String>, free: Resources) -> TasNode {
-        TasNode { name: name.into(), values, free, worker_ok: true, leader_ok: true, affinity_score: 0 }
+        let name: String = name.into();
+        TasNode {
+            name: Arc::from(name),
+            values: Arc::from(values),
+            free,
+            worker_ok: true,
+            leader_ok: true,
+            affinity_score: 0,
+        }
     }
 }
 

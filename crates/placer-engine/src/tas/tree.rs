@@ -73,7 +73,7 @@ impl DomainTree {
         for node in nodes {
             if node.values.len() != depth {
                 return Err(TasError::NodeLevels {
-                    node: node.name.clone(),
+                    node: node.name.to_string(),
                     values: node.values.len(),
                     levels: depth,
                 });
@@ -92,7 +92,7 @@ impl DomainTree {
             let values = &nodes[n as usize].values;
             let first_new = match prev {
                 None => 0,
-                Some(p) => p.iter().zip(values).position(|(a, b)| a != b).unwrap_or(depth),
+                Some(p) => p.iter().zip(values.iter()).position(|(a, b)| a != b).unwrap_or(depth),
             };
             for (level, value) in values.iter().enumerate().skip(first_new) {
                 let parent = level.checked_sub(1).map(|l| DomainId(per_level[l].len() as u32 - 1));

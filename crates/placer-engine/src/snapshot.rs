@@ -32,6 +32,9 @@ pub struct NodeState {
     pub pods_with_affinity: u32,
     /// How many of `pods` have required pod anti-affinity.
     pub pods_with_required_anti_affinity: u32,
+    /// The lowest `priority` of `pods` (running or not; `i32::MAX` without pods): a
+    /// preemptor of priority at most this finds no victim here without reading the pods.
+    lowest_priority: i32,
     /// Copy of `info.allocatable`, kept beside `requested` so per-node loops read one
     /// contiguous struct.
     pub allocatable: Resources,
@@ -80,6 +83,7 @@ impl NodeState {
             pods: Vec::new(),
             pods_with_affinity: 0,
             pods_with_required_anti_affinity: 0,
+            lowest_priority: i32::MAX,
             stamp: 0,
         }
     }
@@ -88,6 +92,17 @@ impl NodeState {
     /// mean an unchanged state.
     pub fn stamp(&self) -> u64 {
         self.stamp
+    }
+
+    /// Whether some pod here has a priority below `priority` (running or not): without
+    /// one, no pod of the node can be a victim of a preemptor of that priority.
+    pub fn has_pod_below(&self, priority: i32) -> bool {
+        self.lowest_priority < priority
+    }
+
+    /// Whether some pod here has a priority of at most `priority` (running or not).
+    pub fn has_pod_at_most(&self, priority: i32) -> bool {
+        self.lowest_priority <= priority
     }
 
     pub fn name(&self) -> &str {
@@ -109,6 +124,7 @@ impl NodeState {
         self.non_zero_requested.pods += 1;
         self.pods_with_affinity += u32::from(pod.has_pod_affinity());
         self.pods_with_required_anti_affinity += u32::from(pod.has_required_pod_anti_affinity());
+        self.lowest_priority = self.lowest_priority.min(pod.priority);
         self.pods.push(pod);
     }
 
@@ -122,6 +138,9 @@ impl NodeState {
         self.non_zero_requested.pods -= 1;
         self.pods_with_affinity -= u32::from(pod.has_pod_affinity());
         self.pods_with_required_anti_affinity -= u32::from(pod.has_required_pod_anti_affinity());
+        if pod.priority == self.lowest_priority {
+            self.lowest_priority = self.pods.iter().map(|p| p.priority).min().unwrap_or(i32::MAX);
+        }
         Some(pod)
     }
 }
@@ -724,6 +743,37 @@ mod tests {
         assert_eq!(s.node(a).requested.pods, 1);
         assert_eq!(s.pod_node(&PodKey::new("default", "existing")), Some(a));
         assert_eq!(s.pod_node(&PodKey::new("default", "p1")), None);
+    }
+
+    proptest::proptest! {
+        /// `has_pod_below` / `has_pod_at_most` answer as reading the node's pods would,
+        /// through upserts, removals, assumptions, simulated removals and rollbacks.
+        #[test]
+        fn lowest_priority_follows_the_pods(ops in proptest::collection::vec((0u8..5, 0usize..6, -2i32..3), 1..40)) {
+            let mut s = Snapshot::new();
+            let id = s.upsert_node(node("a", "100"));
+            let mut marks = Vec::new();
+            for (k, (op, i, priority)) in ops.into_iter().enumerate() {
+                let name = format!("p{i}");
+                let with_priority = |name: &str, bound: bool| {
+                    let mut p = (*pod(name, "1", bound.then_some("a"))).clone();
+                    p.priority = priority;
+                    Arc::new(p)
+                };
+                match op {
+                    0 => s.upsert_pod(with_priority(&name, true)),
+                    1 => { s.remove_pod(&PodKey::new("default", name.as_str())); }
+                    2 => s.assume(with_priority(&format!("x{k}"), false), id),
+                    3 => { s.remove_for_simulation(&PodKey::new("default", name.as_str())); }
+                    _ => if marks.is_empty() || i % 2 == 0 { marks.push(s.checkpoint()) } else if let Some(m) = marks.pop() { s.rollback(m) },
+                }
+                for q in -3..4 {
+                    let n = s.node(id);
+                    proptest::prop_assert_eq!(n.has_pod_below(q), n.pods.iter().any(|p| p.priority < q));
+                    proptest::prop_assert_eq!(n.has_pod_at_most(q), n.pods.iter().any(|p| p.priority <= q));
+                }
+            }
+        }
     }
 
     #[test]

@@ -141,15 +141,22 @@ impl<'a> PodPreemptor<'a> {
         }
         let own_group = pod.group_key();
         let mut reasons = FitError { num_nodes: nodes.len(), ..FitError::default() };
-        let potential: Vec<NodeId> =
-            nodes.iter().copied().filter(|n| fit.preemptable_nodes.contains(n)).collect();
+        // A set: a full cluster makes both lists as long as the node list.
+        let preemptable: rustc_hash::FxHashSet<NodeId> = fit.preemptable_nodes.iter().copied().collect();
+        let potential: Vec<NodeId> = nodes.iter().copied().filter(|n| preemptable.contains(n)).collect();
         for _ in potential.len()..nodes.len() {
             reasons.add(MSG_NOT_HELPFUL);
         }
         let wanted = self.candidates.num_candidates(potential.len());
         let (mut found, mut non_violating) = (0, 0);
         let mut best: Option<NodeCandidate> = None;
+        // Nodes without a pod below the preemptor's priority, counted in one go.
+        let mut no_victims = 0;
         for node in potential {
+            if !snap.node(node).has_pod_below(pod.priority) {
+                no_victims += 1;
+                continue;
+            }
             match self.select_victims_on_node(snap, pod, node, own_group.as_ref()) {
                 Err(reason) => reasons.add(&reason),
                 Ok(candidate) => {
@@ -175,6 +182,9 @@ impl<'a> PodPreemptor<'a> {
                 Ok(PreemptionPlan { node: c.node, victims: c.victims })
             }
             None => {
+                if no_victims > 0 {
+                    reasons.add_n(MSG_NO_VICTIMS_POD, no_victims);
+                }
                 let msg = format!(
                     "preemption: 0/{} nodes are available: {}",
                     nodes.len(),
@@ -252,5 +262,9 @@ impl PodPreemption for PodPreemptor<'_> {
         fit: &FitError,
     ) -> Option<PreemptionPlan> {
         self.preempt_pod(snap, pod, nodes, fit).ok()
+    }
+
+    fn uncount(&mut self, calls: u64) {
+        self.attempts = self.attempts.saturating_sub(calls);
     }
 }

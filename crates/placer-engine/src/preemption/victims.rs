@@ -157,6 +157,10 @@ pub fn workload_units_up_to(
         e.info.as_ref().is_some_and(|i| i.disrupt_together && i.priority.unwrap_or(0) <= max_priority)
     });
     for &id in nodes {
+        // The same skip for a whole node, without reading its pods.
+        if !whole_group_within && !snap.node(id).has_pod_at_most(max_priority) {
+            continue;
+        }
         for pod in snap.node(id).pods.iter().filter(|p| is_running(p)) {
             if !whole_group_within && pod.priority > max_priority {
                 continue;

@@ -275,7 +275,7 @@ pub fn run_uniform_group_in_nodes(
 /// The group algorithm; `plan[k]` (when given) is the node of the k-th member placed,
 /// used instead of a search while it lasts. Members placed from the plan are assumed only
 /// once a search needs the snapshot to include them.
-fn run_group_with_plan(
+pub(crate) fn run_group_with_plan(
     algo: &dyn PodScheduler,
     snap: &mut Snapshot,
     cycle: &GroupCycle,

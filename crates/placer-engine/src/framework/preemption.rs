@@ -31,6 +31,11 @@ pub trait PodPreemption {
         nodes: &[NodeId],
         fit: &FitError,
     ) -> Option<PreemptionPlan>;
+
+    /// Forgets the last `calls` calls in what the hook counts (for
+    /// `scheduler_preemption_attempts_total`): a tentative run that is thrown away and run
+    /// again must count once. Default: the hook counts nothing.
+    fn uncount(&mut self, _calls: u64) {}
 }
 
 /// What workload-aware preemption decided for a group.

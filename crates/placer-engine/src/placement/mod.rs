@@ -46,6 +46,9 @@ use crate::snapshot::{DomainAggregate, Snapshot, TopologyDomains};
 
 #[cfg(test)]
 mod device_copy_tests;
+mod failing_plan;
+#[cfg(test)]
+mod failing_plan_tests;
 mod messages;
 mod prefilter;
 #[cfg(test)]
@@ -540,7 +543,7 @@ fn schedule_in_all_nodes(
     }
     let timer = obs.start_timer();
     let mark = snap.checkpoint();
-    let attempt = run_group_in_nodes(ctx.algo, snap, cycle, &nodes, &pf.feasible, hooks.pod_preemption);
+    let attempt = failing_plan::run_group_counting_failures(ctx, snap, cycle, &nodes, hooks.pod_preemption);
     snap.rollback(mark);
     let secs = obs.elapsed_seconds(timer);
     if pf.tas_enabled {

@@ -94,15 +94,10 @@ impl NodeState {
         self.stamp
     }
 
-    /// Whether some pod here has a priority below `priority` (running or not): without
-    /// one, no pod of the node can be a victim of a preemptor of that priority.
-    pub fn has_pod_below(&self, priority: i32) -> bool {
-        self.lowest_priority < priority
-    }
-
-    /// Whether some pod here has a priority of at most `priority` (running or not).
-    pub fn has_pod_at_most(&self, priority: i32) -> bool {
-        self.lowest_priority <= priority
+    /// The lowest priority of the node's pods, running or not (`i32::MAX` without pods):
+    /// no pod here can be a victim of a preemptor whose priority is at most this.
+    pub fn lowest_priority(&self) -> i32 {
+        self.lowest_priority
     }
 
     pub fn name(&self) -> &str {
@@ -746,7 +741,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// `has_pod_below` / `has_pod_at_most` answer as reading the node's pods would,
+        /// `lowest_priority` is the minimum of the node's pods' priorities,
         /// through upserts, removals, assumptions, simulated removals and rollbacks.
         #[test]
         fn lowest_priority_follows_the_pods(ops in proptest::collection::vec((0u8..5, 0usize..6, -2i32..3), 1..40)) {
@@ -767,11 +762,11 @@ mod tests {
                     3 => { s.remove_for_simulation(&PodKey::new("default", name.as_str())); }
                     _ => if marks.is_empty() || i % 2 == 0 { marks.push(s.checkpoint()) } else if let Some(m) = marks.pop() { s.rollback(m) },
                 }
-                for q in -3..4 {
-                    let n = s.node(id);
-                    proptest::prop_assert_eq!(n.has_pod_below(q), n.pods.iter().any(|p| p.priority < q));
-                    proptest::prop_assert_eq!(n.has_pod_at_most(q), n.pods.iter().any(|p| p.priority <= q));
-                }
+                let n = s.node(id);
+                proptest::prop_assert_eq!(
+                    n.lowest_priority(),
+                    n.pods.iter().map(|p| p.priority).min().unwrap_or(i32::MAX)
+                );
             }
         }
     }

@@ -153,7 +153,7 @@ impl<'a> PodPreemptor<'a> {
         // Nodes without a pod below the preemptor's priority, counted in one go.
         let mut no_victims = 0;
         for node in potential {
-            if !snap.node(node).has_pod_below(pod.priority) {
+            if snap.node(node).lowest_priority() >= pod.priority {
                 no_victims += 1;
                 continue;
             }

@@ -158,7 +158,7 @@ pub fn workload_units_up_to(
     });
     for &id in nodes {
         // The same skip for a whole node, without reading its pods.
-        if !whole_group_within && !snap.node(id).has_pod_at_most(max_priority) {
+        if !whole_group_within && snap.node(id).lowest_priority() > max_priority {
             continue;
         }
         for pod in snap.node(id).pods.iter().filter(|p| is_running(p)) {

@@ -16,6 +16,8 @@
 //! The shared [`GroupIndex`] is what the engine knows about every PodGroup.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 pub use crate::framework::group::*;
@@ -47,10 +49,12 @@ pub struct GroupEntry {
     pub condition: Option<GroupCondition>,
 }
 
-/// Every PodGroup the engine knows, by key (deterministic order).
+/// Every PodGroup the engine knows, by key. Looked up on every member event (PreEnqueue
+/// asks for the group's object and member count), so it is hashed; [`GroupIndex::iter`]
+/// sorts, for a deterministic order.
 #[derive(Debug, Clone, Default)]
 pub struct GroupIndex {
-    groups: BTreeMap<GroupKey, GroupEntry>,
+    groups: FxHashMap<GroupKey, GroupEntry>,
 }
 
 impl GroupIndex {
@@ -88,12 +92,14 @@ impl GroupIndex {
 
     /// Every group, in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&GroupKey, &GroupEntry)> {
-        self.groups.iter()
+        let mut all: Vec<_> = self.groups.iter().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        all.into_iter()
     }
 
-    /// Every group, in key order, mutably.
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&GroupKey, &mut GroupEntry)> {
-        self.groups.iter_mut()
+    /// Whether some group satisfies `f` (any order).
+    pub fn any(&self, f: impl FnMut((&GroupKey, &GroupEntry)) -> bool) -> bool {
+        self.groups.iter().any(f)
     }
 }
 

@@ -153,7 +153,7 @@ pub fn workload_units_up_to(
     // A pod above the bound can only be a candidate through a group evicted whole whose
     // priority is within it: without such a group, it is passed over without looking its
     // group up (on a cluster where nothing is evictable, that is every running pod).
-    let whole_group_within = groups.iter().any(|(_, e)| {
+    let whole_group_within = groups.any(|(_, e)| {
         e.info.as_ref().is_some_and(|i| i.disrupt_together && i.priority.unwrap_or(0) <= max_priority)
     });
     for &id in nodes {

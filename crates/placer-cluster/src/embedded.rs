@@ -660,6 +660,12 @@ impl ClusterStore for EmbeddedCluster {
         }
     }
 
+    fn status_write_changes_only_status(&self) -> bool {
+        // `update_status` stores the given object when only its status differs, else the
+        // stored one with the given status copied in (`copy_status`).
+        true
+    }
+
     fn merge_patch(&mut self, r: &ObjectRef, patch: &Value) -> Result<Object, StoreError> {
         let old = self.objects.get(r).cloned().ok_or_else(|| StoreError::NotFound(r.clone()))?;
         let invalid = |message: String| StoreError::Invalid { what: r.clone(), message };

@@ -114,6 +114,14 @@ pub trait ClusterStore {
     fn update(&mut self, obj: Object) -> Result<Object, StoreError>;
     /// Replaces status only (the status subresource). A non-empty resourceVersion must match.
     fn update_status(&mut self, obj: Object) -> Result<Object, StoreError>;
+    /// Whether a successful `update_status` changes nothing but the status and the
+    /// resourceVersion of the version it replaced: the version it returns is the one the
+    /// writer read with the status it sent, managedFields included, so a writer knows what
+    /// the watch will show without comparing it field by field. Default: false (an API
+    /// server also updates `managedFields`).
+    fn status_write_changes_only_status(&self) -> bool {
+        false
+    }
     /// JSON merge patch (RFC 7386) of spec/metadata.
     fn merge_patch(&mut self, r: &ObjectRef, patch: &serde_json::Value) -> Result<Object, StoreError>;
     /// Deletes an object; objects whose owner references all point at deleted owners are

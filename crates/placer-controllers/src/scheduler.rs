@@ -100,6 +100,11 @@ pub struct SchedulerController {
     /// workload: the Job is suspended and requeued ([`kueue_eviction`]). `None`: pods are
     /// deleted one by one.
     evict_jobs_managed_by: Option<String>,
+    /// `PodScheduled` conditions this controller wrote since the last sync, through a store
+    /// whose status writes change only the status: the pod's resourceVersion before and
+    /// after. The watch event at the version after is the version before with that
+    /// condition, and the engine takes it without comparing the two.
+    condition_writes: FxHashMap<PodKey, (String, String)>,
 }
 
 /// A binding under way.
@@ -155,6 +160,7 @@ impl SchedulerController {
             decided_in: 0.0,
             assigned: BTreeMap::new(),
             evict_jobs_managed_by: Some(crate::job::DEFAULT_MANAGED_BY.to_string()),
+            condition_writes: FxHashMap::default(),
         }
     }
 
@@ -196,8 +202,26 @@ impl SchedulerController {
     /// Feeds every store change since the last call to the engine.
     fn sync(&mut self, store: &dyn ClusterStore) {
         let now = store.now_ms();
+        // Writes made before this sync are in the watch now, or (a lagging watch) are read
+        // the plain way.
+        let mut condition_writes = std::mem::take(&mut self.condition_writes);
         for event in store.watch_since(self.seen_rv) {
             self.seen_rv = self.seen_rv.max(event.resource_version);
+            if let (Object::Pod(pod), WatchEventKind::Modified, false) =
+                (&event.object, &event.kind, condition_writes.is_empty())
+            {
+                let key = PodKey::new(
+                    pod.metadata.namespace.as_deref().unwrap_or_default(),
+                    pod.metadata.name.as_deref().unwrap_or_default(),
+                );
+                if let Some((before, after)) = condition_writes.remove(&key) {
+                    if pod.metadata.resource_version.as_deref() == Some(after.as_str()) {
+                        self.engine.apply_condition_write(pod.clone(), &before, now);
+                        self.track_pending(&key);
+                        continue;
+                    }
+                }
+            }
             if let Some(e) = cluster_event(event) {
                 let key = match &e {
                     ClusterEvent::PodUpserted(p) => Some(PodKey::new(
@@ -245,9 +269,14 @@ impl SchedulerController {
     /// One pod attempt ended with `result` (kube's `scheduler_schedule_attempts_total`
     /// and `scheduler_scheduling_attempt_duration_seconds`).
     fn attempt(&mut self, profile: &str, result: &'static str, seconds: f64) {
-        let labels = [("result", result), ("profile", profile)];
-        self.observer.count(metric::SCHEDULE_ATTEMPTS, &labels, 1);
-        self.observer.observe(metric::SCHEDULING_ATTEMPT_DURATION, &labels, seconds);
+        count_attempt(&mut *self.observer, profile, result, seconds);
+    }
+
+    /// [`Self::attempt`] for a pod the engine knows, labelled with its profile (no copy
+    /// of the name: this runs for every member of every failed PodGroup attempt).
+    fn attempt_of(&mut self, pod: &PodKey, result: &'static str, seconds: f64) {
+        let profile = self.engine.pod(pod).map_or("", |p| p.scheduler_name.as_str());
+        count_attempt(&mut *self.observer, profile, result, seconds);
     }
 
     /// A pod is bound: the attempt, its end-to-end duration and its number of attempts.
@@ -415,8 +444,7 @@ impl SchedulerController {
         if let Decision::Bind { pod, .. } = &decision {
             if let Some(message) = self.pre_bind_failed.take() {
                 // As upstream: a PreBind failure unreserves the pod and it is tried again.
-                let profile = self.profile_of(pod);
-                self.attempt(&profile, "error", self.decided_in);
+                self.attempt_of(pod, "error", self.decided_in);
                 self.engine.binding_failed(pod, now_ms);
                 let message = format!("running PreBind plugin \"DynamicResources\": {message}");
                 record(store, pod_ref(pod), "Warning", "FailedScheduling", message.clone());
@@ -452,8 +480,7 @@ impl SchedulerController {
                     Ok(true)
                 }
                 Err(source) => {
-                    let profile = self.profile_of(&pod);
-                    self.attempt(&profile, "error", self.decided_in);
+                    self.attempt_of(&pod, "error", self.decided_in);
                     self.engine.binding_failed(&pod, now_ms);
                     record(
                         store,
@@ -488,14 +515,17 @@ impl SchedulerController {
             Decision::PodUnschedulable { pod, reason, message } => {
                 let result =
                     if reason == placer_engine::REASON_SCHEDULER_ERROR { "error" } else { "unschedulable" };
-                let profile = self.profile_of(&pod);
-                self.attempt(&profile, result, self.decided_in);
+                self.attempt_of(&pod, result, self.decided_in);
                 if let Some(p) = self.pending.get_mut(&pod) {
                     p.attempts += 1;
                 }
+                let mut written = None;
                 let wrote = with_retry(store, "update status of", &pod_ref(&pod), |store| {
-                    set_pod_unschedulable(store, &pod, &reason, &message)
+                    set_pod_unschedulable(store, &pod, &reason, &message, &mut written)
                 })?;
+                if let Some(versions) = written.filter(|_| store.status_write_changes_only_status()) {
+                    self.condition_writes.insert(pod.clone(), versions);
+                }
                 if store.contains(&pod_ref(&pod)) {
                     record(store, pod_ref(&pod), "Warning", "FailedScheduling", message);
                 }
@@ -904,6 +934,13 @@ impl ClusterStore for Staged<'_> {
     }
 }
 
+/// kube's `scheduler_schedule_attempts_total` and `scheduler_scheduling_attempt_duration_seconds`.
+fn count_attempt(observer: &mut dyn Observer, profile: &str, result: &'static str, seconds: f64) {
+    let labels = [("result", result), ("profile", profile)];
+    observer.count(metric::SCHEDULE_ATTEMPTS, &labels, 1);
+    observer.observe(metric::SCHEDULING_ATTEMPT_DURATION, &labels, seconds);
+}
+
 fn pod_ref(key: &PodKey) -> ObjectRef {
     ObjectRef::new(Kind::Pod, &*key.namespace, &*key.name)
 }
@@ -1061,11 +1098,13 @@ fn set_nominated(
     write_status(store, Object::Pod(pod.into()))
 }
 
+/// `written`: the pod's resourceVersion before and after, when this wrote.
 fn set_pod_unschedulable(
     store: &mut dyn ClusterStore,
     key: &PodKey,
     reason: &str,
     message: &str,
+    written: &mut Option<(String, String)>,
 ) -> Result<bool, StoreError> {
     let r = pod_ref(key);
     let Some(Object::Pod(pod)) = store.get(&r) else { return Err(StoreError::NotFound(r)) };
@@ -1102,7 +1141,13 @@ fn set_pod_unschedulable(
             ..Default::default()
         }),
     }
-    write_status(store, Object::Pod(pod.into()))
+    let before = pod.metadata.resource_version.clone();
+    let after = store.update_status(Object::Pod(pod.into()))?.metadata().resource_version.clone();
+    if after == before {
+        return Ok(false);
+    }
+    *written = before.zip(after);
+    Ok(true)
 }
 
 /// Adds (or refreshes) the victim's `DisruptionTarget=True` condition with `reason`

@@ -329,6 +329,23 @@ impl Engine {
         self.pod_objects.get(key)
     }
 
+    /// Applies a pod update its caller made itself: `pod` is the version whose
+    /// resourceVersion was `previous` with only its `PodScheduled` condition changed (the
+    /// store declares that its status writes change nothing else). The same as
+    /// `apply(PodUpserted(pod))`, without comparing the two versions field by field when
+    /// the engine's copy of the pod is that version (debug builds still compare).
+    pub fn apply_condition_write(&mut self, pod: Arc<Pod>, previous: &str, now_ms: u64) {
+        if self.refresh_in_place(&pod, Some(previous)) {
+            #[cfg(test)]
+            if let Some(name) = pod.metadata.name.clone() {
+                let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
+                self.pod_objects.insert(PodKey::new(ns, name), pod);
+            }
+            return;
+        }
+        self.apply(ClusterEvent::PodUpserted(pod), now_ms);
+    }
+
     /// Applies one cluster change (incremental: snapshot and queue are updated, not rebuilt).
     pub fn apply(&mut self, event: ClusterEvent, now_ms: u64) {
         #[cfg(test)]
@@ -499,7 +516,7 @@ impl Engine {
     }
 
     fn apply_pod(&mut self, pod: Arc<Pod>, now_ms: u64) {
-        if self.confirm_in_place(&pod, now_ms) || self.refresh_in_place(&pod) {
+        if self.confirm_in_place(&pod, now_ms) || self.refresh_in_place(&pod, None) {
             return;
         }
         let source = pod.clone();

@@ -470,11 +470,11 @@ impl PodInfo {
 /// cluster agree.
 fn requests_with_defaults(
     r: Option<&placer_api::k8s::api::core::v1::ResourceRequirements>,
-    path: &str,
+    path: &dyn Fn() -> String,
 ) -> Result<Resources, (String, ResourceError)> {
     let Some(r) = r else { return Ok(Resources::default()) };
     let mut out = match &r.requests {
-        Some(list) => Resources::from_list(list).map_err(|e| (format!("{path}.requests"), e))?,
+        Some(list) => Resources::from_list(list).map_err(|e| (format!("{}.requests", path()), e))?,
         None => Resources::default(),
     };
     if let Some(limits) = &r.limits {
@@ -484,7 +484,7 @@ fn requests_with_defaults(
             }
             let mut one = std::collections::BTreeMap::new();
             one.insert(name.clone(), q.clone());
-            let value = Resources::from_list(&one).map_err(|e| (format!("{path}.limits"), e))?;
+            let value = Resources::from_list(&one).map_err(|e| (format!("{}.limits", path()), e))?;
             out.add(&value);
         }
     }
@@ -505,18 +505,19 @@ fn is_pod_level_resource(name: &str) -> bool {
 pub fn pod_requests(
     spec: &placer_api::k8s::api::core::v1::PodSpec,
 ) -> Result<Resources, (String, ResourceError)> {
-    let container_req = |c: &placer_api::k8s::api::core::v1::Container, path: String| {
-        requests_with_defaults(c.resources.as_ref(), &format!("{path}.resources"))
+    // The field path is only formatted for an error.
+    let container_req = |c: &placer_api::k8s::api::core::v1::Container, list: &'static str, i: usize| {
+        requests_with_defaults(c.resources.as_ref(), &|| format!("spec.{list}[{i}].resources"))
     };
     let mut sum = Resources::default();
     for (i, c) in spec.containers.iter().enumerate() {
-        sum.add(&container_req(c, format!("spec.containers[{i}]"))?);
+        sum.add(&container_req(c, "containers", i)?);
     }
     let mut restartable_sum = Resources::default();
     let mut init_max = Resources::default();
     if let Some(inits) = &spec.init_containers {
         for (i, c) in inits.iter().enumerate() {
-            let r = container_req(c, format!("spec.initContainers[{i}]"))?;
+            let r = container_req(c, "initContainers", i)?;
             if c.restart_policy.as_deref() == Some("Always") {
                 // A sidecar runs alongside everything started after it.
                 restartable_sum.add(&r);
@@ -530,7 +531,7 @@ pub fn pod_requests(
     }
     sum.add(&restartable_sum);
     sum.max_with(&init_max);
-    let pod_level = requests_with_defaults(spec.resources.as_ref(), "spec.resources")?;
+    let pod_level = requests_with_defaults(spec.resources.as_ref(), &|| "spec.resources".to_string())?;
     for (name, value) in pod_level.iter_nonzero().filter(|(n, _)| is_pod_level_resource(n)) {
         sum.set(name, value);
     }

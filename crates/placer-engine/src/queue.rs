@@ -236,17 +236,13 @@ impl SchedulingQueue {
         let Some(entry) = self.entries.get(key) else { return false };
         match (&entry.state, admission) {
             (QueueState::Unschedulable, _) | (QueueState::Gated { .. }, Admission::Admit) => {
-                if let Some(entry) = self.take_entry(key) {
-                    let state = Self::ready_state(&entry.queued, now_ms);
-                    self.insert_entry(entry.queued, state);
-                }
+                let state = Self::ready_state(&entry.queued, now_ms);
+                self.set_state(key, state);
                 true
             }
             (QueueState::Gated { reason: old }, Admission::Reject(reason)) => {
                 if *old != reason {
-                    if let Some(entry) = self.take_entry(key) {
-                        self.insert_entry(entry.queued, QueueState::Gated { reason });
-                    }
+                    self.set_state(key, QueueState::Gated { reason });
                 }
                 false
             }
@@ -325,8 +321,11 @@ impl SchedulingQueue {
                 break;
             }
             if let Some(key) = self.backoff.remove(&(ready_at, arrival)) {
-                if let Some(entry) = self.take_entry_detached(&key) {
-                    self.insert_entry(entry.queued, QueueState::Active);
+                if let Some(entry) = self.entries.get_mut(&key) {
+                    // Backoff members are in no group waiting set: only the state changes.
+                    entry.state = QueueState::Active;
+                    entry.active_priority = entry.queued.pod.priority;
+                    self.active.insert((Reverse(entry.active_priority), arrival), key);
                 }
             }
         }
@@ -440,6 +439,85 @@ impl SchedulingQueue {
             self.groups.entry(g).or_default().insert(member);
         }
         self.entries.insert(key, Entry { queued, state, active_priority: priority });
+    }
+
+    /// Changes a queued pod's state in place: its state index and its group's waiting
+    /// sets follow, while its entry, arrival and group membership stay (`take_entry` then
+    /// `insert_entry` with the same pod, without taking the pod out of every index).
+    fn set_state(&mut self, key: &PodKey, state: QueueState) {
+        let Some(entry) = self.entries.get_mut(key) else { return };
+        let old = std::mem::replace(&mut entry.state, state.clone());
+        let arrival = entry.queued.arrival;
+        let old_priority = std::mem::replace(&mut entry.active_priority, entry.queued.pod.priority);
+        let priority = entry.active_priority;
+        let pod = entry.queued.pod.clone();
+        match &old {
+            QueueState::Active => {
+                self.active.remove(&(Reverse(old_priority), arrival));
+            }
+            QueueState::Backoff { ready_at_ms } => {
+                self.backoff.remove(&(*ready_at_ms, arrival));
+            }
+            QueueState::Unschedulable => {
+                self.unschedulable.remove(&arrival);
+                self.unschedulable_pod_dependent.remove(&arrival);
+            }
+            QueueState::Gated { .. } => {}
+        }
+        match &state {
+            QueueState::Active => {
+                self.active.insert((Reverse(priority), arrival), key.clone());
+            }
+            QueueState::Backoff { ready_at_ms } => {
+                self.backoff.insert((*ready_at_ms, arrival), key.clone());
+            }
+            QueueState::Unschedulable => {
+                self.unschedulable.insert(arrival, key.clone());
+                if depends_on_other_pods(&pod) {
+                    self.unschedulable_pod_dependent.insert(arrival, key.clone());
+                }
+            }
+            QueueState::Gated { .. } => {}
+        }
+        let Some(g) = pod.group_key() else { return };
+        let waits = |s: &QueueState| match s {
+            QueueState::Unschedulable => true,
+            QueueState::Gated { .. } => !pod.gated,
+            _ => false,
+        };
+        if !waits(&old) && !waits(&state) {
+            return;
+        }
+        let member = (arrival, key.clone());
+        let w = self.group_waiting.entry(g).or_default();
+        match &old {
+            QueueState::Unschedulable => {
+                w.unschedulable.remove(&member);
+            }
+            QueueState::Gated { reason } => {
+                if let Some(set) = w.gated.get_mut(reason) {
+                    set.remove(&member);
+                    if set.is_empty() {
+                        w.gated.remove(reason);
+                    }
+                }
+            }
+            _ => {}
+        }
+        match &state {
+            QueueState::Unschedulable => {
+                w.unschedulable.insert(member);
+            }
+            QueueState::Gated { reason } if !pod.gated => {
+                w.gated.entry(reason.clone()).or_default().insert(member);
+            }
+            _ => {}
+        }
+        if w.is_empty() {
+            if let Some(g) = pod.group_key() {
+                self.group_waiting.remove(&g);
+            }
+        }
     }
 
     /// Removes an entry from every index.
@@ -844,8 +922,29 @@ mod tests {
                 assert!(q.groups.get(&g).is_some_and(|set| set.contains(&member)));
                 let waiting = q.group_waiting.get(&g).is_some_and(|w| w.unschedulable.contains(&member));
                 assert_eq!(waiting, e.state == QueueState::Unschedulable, "{key}");
+                let gated_for = |reason: &String| {
+                    q.group_waiting
+                        .get(&g)
+                        .and_then(|w| w.gated.get(reason))
+                        .is_some_and(|s| s.contains(&member))
+                };
+                if let QueueState::Gated { reason } = &e.state {
+                    assert_eq!(gated_for(reason), !e.queued.pod.gated, "{key}");
+                }
             }
         }
+        let gated_members: usize =
+            q.group_waiting.values().flat_map(|w| w.gated.values()).map(|s| s.len()).sum();
+        let gated_entries = q
+            .entries
+            .values()
+            .filter(|e| {
+                matches!(e.state, QueueState::Gated { .. })
+                    && !e.queued.pod.gated
+                    && e.queued.pod.group.is_some()
+            })
+            .count();
+        assert_eq!(gated_members, gated_entries);
         assert_eq!(
             (q.active.len(), q.backoff.len(), q.unschedulable.len()),
             (active, backoff, unschedulable)
@@ -948,6 +1047,117 @@ mod tests {
                 proptest::prop_assert_eq!(fast.next_backoff_ms(), plain.next_backoff_ms());
             }
             // Both drain in the same order.
+            let drain = |q: &mut SchedulingQueue| {
+                q.move_all_unschedulable(u64::MAX, |_| true);
+                std::iter::from_fn(|| q.pop(u64::MAX)).map(|p| p.pod.key.clone()).collect::<Vec<_>>()
+            };
+            proptest::prop_assert_eq!(drain(&mut fast), drain(&mut plain));
+        }
+    }
+
+    /// `activate` and the backoff flush as they were before `set_state`: the pod taken
+    /// out of every index and filed again.
+    fn plain_activate(q: &mut SchedulingQueue, key: &PodKey, admission: Admission, now_ms: u64) {
+        let Some(entry) = q.entries.get(key) else { return };
+        match (&entry.state, admission) {
+            (QueueState::Unschedulable, _) | (QueueState::Gated { .. }, Admission::Admit) => {
+                if let Some(entry) = q.take_entry(key) {
+                    let state = SchedulingQueue::ready_state(&entry.queued, now_ms);
+                    q.insert_entry(entry.queued, state);
+                }
+            }
+            (QueueState::Gated { reason: old }, Admission::Reject(reason)) if *old != reason => {
+                if let Some(entry) = q.take_entry(key) {
+                    q.insert_entry(entry.queued, QueueState::Gated { reason });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn plain_pop(q: &mut SchedulingQueue, now_ms: u64) -> Option<QueuedPod> {
+        while let Some((&(ready_at, arrival), _)) = q.backoff.first_key_value() {
+            if ready_at > now_ms {
+                break;
+            }
+            if let Some(key) = q.backoff.remove(&(ready_at, arrival)) {
+                if let Some(entry) = q.take_entry_detached(&key) {
+                    q.insert_entry(entry.queued, QueueState::Active);
+                }
+            }
+        }
+        let (_, key) = q.active.pop_first()?;
+        q.take_entry_detached(&key).map(|e| e.queued)
+    }
+
+    proptest::proptest! {
+        /// Activating a pod and flushing expired backoffs in place (`set_state`) leave the
+        /// queue as taking the pod out of every index and filing it again does, and every
+        /// index consistent.
+        #[test]
+        fn in_place_activation_matches_the_plain_path(ops in proptest::collection::vec(op(), 0..80)) {
+            let g = GroupKey::new("default", "pg");
+            let mut fast = SchedulingQueue::new(1000, 4000);
+            let mut plain = SchedulingQueue::new(1000, 4000);
+            let mut popped: Vec<QueuedPod> = Vec::new();
+            let mut now = 0;
+            for op in ops {
+                match op {
+                    Op::Upsert { i, gates, v } => {
+                        let name = format!("m{i}");
+                        let group = (i % 4 != 3).then_some("pg");
+                        let p = match (gates, group) {
+                            (true, Some(g)) => gated_pod(&name, g),
+                            _ => pod(&name, (i % 3) as i32, group),
+                        };
+                        let a = if gates { Admission::Reject(format!("gates of {name}")) } else { verdict(v) };
+                        fast.upsert(p.clone(), a.clone(), now);
+                        plain.upsert(p, a, now);
+                    }
+                    Op::Pop => {
+                        let (a, b) = (fast.pop(now), plain_pop(&mut plain, now));
+                        proptest::prop_assert_eq!(a.as_ref().map(|q| q.pod.key.clone()), b.as_ref().map(|q| q.pod.key.clone()));
+                        popped.extend(a);
+                    }
+                    Op::Fail { now: t } => {
+                        now = now.max(t);
+                        if let Some(q) = popped.pop() {
+                            fast.add_failed(q.clone(), now);
+                            plain.add_failed(q, now);
+                        }
+                    }
+                    Op::Remove { i } => {
+                        let key = PodKey::new("default", format!("m{i}"));
+                        fast.remove(&key);
+                        plain.remove(&key);
+                    }
+                    Op::MoveAll { now: t } => {
+                        now = now.max(t);
+                        fast.move_all_unschedulable(now, |_| true);
+                        plain.move_all_unschedulable(now, |_| true);
+                    }
+                    Op::GroupChanged { v, now: t } => {
+                        now = now.max(t);
+                        let group = verdict(v);
+                        for key in fast.group_members(&g) {
+                            let a = member_verdict(&fast, &key, &group);
+                            fast.activate(&key, a.clone(), now);
+                            plain_activate(&mut plain, &key, a, now);
+                        }
+                    }
+                }
+                assert_consistent(&fast);
+                for i in 0..8 {
+                    let key = PodKey::new("default", format!("m{i}"));
+                    proptest::prop_assert_eq!(fast.state(&key), plain.state(&key));
+                }
+                proptest::prop_assert_eq!(fast.group_members(&g), plain.group_members(&g));
+                for v in 0..3 {
+                    proptest::prop_assert_eq!(fast.group_members_to_activate(&g, &verdict(v)), plain.group_members_to_activate(&g, &verdict(v)));
+                }
+                proptest::prop_assert_eq!(fast.gated(), plain.gated());
+                proptest::prop_assert_eq!(fast.next_backoff_ms(), plain.next_backoff_ms());
+            }
             let drain = |q: &mut SchedulingQueue| {
                 q.move_all_unschedulable(u64::MAX, |_| true);
                 std::iter::from_fn(|| q.pop(u64::MAX)).map(|p| p.pod.key.clone()).collect::<Vec<_>>()

@@ -591,3 +591,29 @@ fn only_a_nomination_followed_at_once_by_its_binding_is_dropped() {
     expected.remove(0);
     assert_eq!(kept, expected);
 }
+
+#[test]
+fn own_condition_writes_reach_the_engine_as_such_and_only_through_a_store_that_vouches() {
+    let mut store = EmbeddedCluster::new();
+    node(&mut store, "n1", "1");
+    pod(&mut store, "big", "2", None);
+    let mut c = controller();
+    c.reconcile(&mut store).unwrap();
+    let key = PodKey::new("default", "big");
+    let (before, after) = c.condition_writes.get(&key).cloned().expect("the write is remembered");
+    let Some(Object::Pod(stored)) = store.get(&ObjectRef::new(Kind::Pod, "default", "big")) else { panic!() };
+    assert_eq!(stored.metadata.resource_version.as_deref(), Some(after.as_str()));
+    assert_ne!(before, after);
+    // The next sync hands it to the engine and forgets it; the pod stays where it waits.
+    c.reconcile(&mut store).unwrap();
+    assert!(c.condition_writes.is_empty());
+    assert_eq!(c.engine().queue().state(&key), Some(&QueueState::Unschedulable));
+
+    // A store that does not vouch (FlakyBind keeps the trait's default): nothing remembered.
+    let mut flaky = FlakyBind { inner: EmbeddedCluster::new(), fail_once: None };
+    node(&mut flaky, "n1", "1");
+    pod(&mut flaky, "big", "2", None);
+    let mut c = controller();
+    c.reconcile(&mut flaky).unwrap();
+    assert!(c.condition_writes.is_empty());
+}

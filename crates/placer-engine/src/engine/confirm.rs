@@ -72,8 +72,10 @@ impl Engine {
 
     /// Takes a pending pod's update that changed only its `PodScheduled` condition (and
     /// resourceVersion) without reading the pod again, when that is exact (see the module
-    /// documentation). Returns whether it did.
-    pub(super) fn refresh_in_place(&mut self, pod: &Arc<Pod>) -> bool {
+    /// documentation). Returns whether it did. `known_from`: the caller knows that `pod`
+    /// is the version with this resourceVersion with only that condition changed; when
+    /// the engine holds that version, the two are not compared.
+    pub(super) fn refresh_in_place(&mut self, pod: &Arc<Pod>, known_from: Option<&str>) -> bool {
         let unbound =
             |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty);
         let Some(name) = pod.metadata.name.as_deref() else { return false };
@@ -85,7 +87,15 @@ impl Engine {
             return false;
         }
         let (Some(read), Some(record)) = (self.sources.get(&key), self.pods.get(&key)) else { return false };
-        if !unbound(read) || !differs_only_by_binding(read, pod) {
+        if !unbound(read) {
+            return false;
+        }
+        let known = known_from.is_some() && read.metadata.resource_version.as_deref() == known_from;
+        debug_assert!(
+            !known || differs_only_by_binding(read, pod),
+            "a condition write changed only the condition"
+        );
+        if !known && !differs_only_by_binding(read, pod) {
             return false;
         }
         // What `apply_pod` would do with the same record: refresh the queue entry with

@@ -679,3 +679,29 @@ fn a_condition_write_on_a_gated_member_whose_verdict_changed_is_read_in_full() {
     assert!(!Arc::ptr_eq(e.pod(&key("m1")).unwrap(), &record));
     assert!(!matches!(e.queue().state(&key("m1")), Some(QueueState::Gated { .. })), "admitted now");
 }
+
+#[test]
+fn a_condition_write_the_caller_vouches_for_is_taken_only_from_the_version_it_names() {
+    let mut e = engine();
+    apply_all(&mut e, vec![node("n1", "1", json!({})), pod("big", "2", None)]);
+    e.schedule(0, &mut NoopObserver);
+    let record = e.pod(&key("big")).unwrap().clone();
+    let held = e.sources.get(&key("big")).unwrap().metadata.resource_version.clone().unwrap_or_default();
+
+    // From the version the engine holds: taken as it is, the record kept.
+    let ClusterEvent::PodUpserted(written) = with_unschedulable_condition(&e, "big", "0/1 nodes") else {
+        unreachable!()
+    };
+    e.apply_condition_write(written.clone(), &held, 0);
+    assert!(Arc::ptr_eq(e.pod(&key("big")).unwrap(), &record), "the record is kept");
+    assert!(Arc::ptr_eq(e.sources.get(&key("big")).unwrap(), &written), "the new version is kept");
+
+    // Named from a version the engine does not hold (it missed an update that relabelled
+    // the pod): read in full, so the label is seen.
+    let mut relabelled = (*written).clone();
+    relabelled.metadata.labels = Some([("app".to_string(), "x".to_string())].into());
+    relabelled.metadata.resource_version = Some("rv-after-a-missed-update".into());
+    e.apply_condition_write(Arc::new(relabelled), "rv-missed", 0);
+    assert!(!Arc::ptr_eq(e.pod(&key("big")).unwrap(), &record), "read again");
+    assert_eq!(e.pod(&key("big")).unwrap().labels().get("app").map(String::as_str), Some("x"));
+}

@@ -76,6 +76,11 @@ pub enum ClusterEvent {
 
 pub use storage::StorageEvent;
 
+/// A pod's namespace as the engine keys it (`default` when unset).
+fn pod_namespace(pod: &Pod) -> &str {
+    pod.metadata.namespace.as_deref().unwrap_or("default")
+}
+
 /// Something the caller must carry out in the cluster, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
@@ -335,7 +340,8 @@ impl Engine {
     /// `apply(PodUpserted(pod))`, without comparing the two versions field by field when
     /// the engine's copy of the pod is that version (debug builds still compare).
     pub fn apply_condition_write(&mut self, pod: Arc<Pod>, previous: &str, now_ms: u64) {
-        if self.refresh_in_place(&pod, Some(previous)) {
+        let key = pod.metadata.name.as_deref().map(|name| PodKey::new(pod_namespace(&pod), name));
+        if key.is_some_and(|key| self.refresh_in_place(&key, &pod, Some(previous))) {
             #[cfg(test)]
             if let Some(name) = pod.metadata.name.clone() {
                 let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
@@ -516,8 +522,11 @@ impl Engine {
     }
 
     fn apply_pod(&mut self, pod: Arc<Pod>, now_ms: u64) {
-        if self.confirm_in_place(&pod, now_ms) || self.refresh_in_place(&pod, None) {
-            return;
+        if let Some(name) = pod.metadata.name.as_deref() {
+            let key = PodKey::new(pod_namespace(&pod), name);
+            if self.confirm_in_place(&key, &pod, now_ms) || self.refresh_in_place(&key, &pod, None) {
+                return;
+            }
         }
         let source = pod.clone();
         let Some(info) = self.pod_info(pod) else {

@@ -31,32 +31,30 @@ use crate::queue::{Admission, QueueState};
 impl Engine {
     /// Confirms an assumed pod from its bound version without reading it again, when that
     /// is exact (see the module documentation). Returns whether it did.
-    pub(super) fn confirm_in_place(&mut self, pod: &Arc<Pod>, now_ms: u64) -> bool {
+    pub(super) fn confirm_in_place(&mut self, key: &PodKey, pod: &Arc<Pod>, now_ms: u64) -> bool {
         if self.assumed.is_empty() {
             return false;
         }
-        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
-        let (Some(name), Some(node)) = (pod.metadata.name.as_deref(), node) else { return false };
-        let key = PodKey::new(pod.metadata.namespace.as_deref().unwrap_or("default"), name);
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else { return false };
         // The assumption stands on this node and was made from the pod's current record
         // (an update since, e.g. a status write before the binding landed, replaced it).
-        let current = self.pods.get(&key);
-        let Some(assumed) = self.assumed.get(&key) else { return false };
+        let current = self.pods.get(key);
+        let Some(assumed) = self.assumed.get(key) else { return false };
         if assumed.node != node || !current.is_some_and(|c| Arc::ptr_eq(c, &assumed.queued.pod)) {
             return false;
         }
-        if !self.sources.get(&key).is_some_and(|read| differs_only_by_binding(read, pod)) {
+        if !self.sources.get(key).is_some_and(|read| differs_only_by_binding(read, pod)) {
             return false;
         }
-        let Some(counted) = self.counted_copy(&key).filter(|c| c.node_name.as_deref() == Some(node)) else {
+        let Some(counted) = self.counted_copy(key).filter(|c| c.node_name.as_deref() == Some(node)) else {
             return false;
         };
         #[cfg(debug_assertions)]
         self.check_confirmation(pod, &counted);
-        self.sources.remove(&key);
-        self.assumed.remove(&key);
-        self.queue.remove(&key);
-        self.pods.insert(key, counted.clone());
+        self.sources.remove(key);
+        self.assumed.remove(key);
+        self.queue.remove(key);
+        self.pods.insert(key.clone(), counted.clone());
         self.preempt.observe_pod(&counted);
         // What `apply_pod` does for a pod that became assigned: pods with inter-pod
         // affinity or hard topology spread may fit now, and its group's waiting members
@@ -75,18 +73,21 @@ impl Engine {
     /// documentation). Returns whether it did. `known_from`: the caller knows that `pod`
     /// is the version with this resourceVersion with only that condition changed; when
     /// the engine holds that version, the two are not compared.
-    pub(super) fn refresh_in_place(&mut self, pod: &Arc<Pod>, known_from: Option<&str>) -> bool {
+    pub(super) fn refresh_in_place(
+        &mut self,
+        key: &PodKey,
+        pod: &Arc<Pod>,
+        known_from: Option<&str>,
+    ) -> bool {
         let unbound =
             |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty);
-        let Some(name) = pod.metadata.name.as_deref() else { return false };
         if !unbound(pod) {
             return false;
         }
-        let key = PodKey::new(pod.metadata.namespace.as_deref().unwrap_or("default"), name);
-        if self.assumed.contains_key(&key) {
+        if self.assumed.contains_key(key) {
             return false;
         }
-        let (Some(read), Some(record)) = (self.sources.get(&key), self.pods.get(&key)) else { return false };
+        let (Some(read), Some(record)) = (self.sources.get(key), self.pods.get(key)) else { return false };
         if !unbound(read) {
             return false;
         }
@@ -100,7 +101,7 @@ impl Engine {
         }
         // What `apply_pod` would do with the same record: refresh the queue entry with
         // PreEnqueue's verdict, which moves the pod only when the verdict changed.
-        let unchanged = match (self.queue.state(&key), self.pre_enqueue(record)) {
+        let unchanged = match (self.queue.state(key), self.pre_enqueue(record)) {
             (Some(QueueState::Gated { reason: held }), Admission::Reject(reason)) => *held == reason,
             (Some(QueueState::Gated { .. }), Admission::Admit) => false,
             (Some(_), Admission::Admit) => true,
@@ -119,7 +120,7 @@ impl Engine {
                 "a status-only update reads as the pod's record"
             );
         }
-        self.sources.insert(key, pod.clone());
+        self.sources.insert(key.clone(), pod.clone());
         true
     }
 

@@ -244,7 +244,7 @@ impl SchedulerController {
 
     fn group_of(&self, pod: &PodKey) -> Option<GroupKey> {
         let info = self.engine.pod(pod)?;
-        info.group.as_ref().map(|g| GroupKey::new(&*pod.namespace, g.as_str()))
+        info.group.as_ref().map(|g| GroupKey::new(pod.namespace.clone(), g.clone()))
     }
 
     /// The pod's scheduler profile (its `schedulerName`), for the `profile` label.

@@ -71,8 +71,9 @@ pub struct PodInfo {
     pub priority: i32,
     /// `spec.preemptionPolicy == Never`.
     pub preemption_never: bool,
-    /// `spec.schedulingGroup.podGroupName`.
-    pub group: Option<String>,
+    /// `spec.schedulingGroup.podGroupName` (shared, so that [`PodInfo::group_key`] copies
+    /// no string).
+    pub group: Option<Arc<str>>,
     /// `spec.nodeName`: bound (or, inside a cycle, assumed) node.
     pub node_name: Option<String>,
     /// `status.nominatedNodeName`.
@@ -383,7 +384,10 @@ impl PodInfo {
             requests,
             priority: view.spec_priority.unwrap_or(0),
             preemption_never: spec.and_then(|s| s.preemption_policy.as_deref()) == Some("Never"),
-            group: spec.and_then(|s| s.scheduling_group.as_ref()).and_then(|g| g.pod_group_name.clone()),
+            group: spec
+                .and_then(|s| s.scheduling_group.as_ref())
+                .and_then(|g| g.pod_group_name.as_deref())
+                .map(Arc::from),
             node_name: spec.and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()),
             nominated_node_name: status.and_then(|s| s.nominated_node_name.clone()).filter(|n| !n.is_empty()),
             scheduler_name: spec
@@ -400,7 +404,7 @@ impl PodInfo {
     /// The PodGroup the pod belongs to (`spec.schedulingGroup.podGroupName`, in the pod's
     /// namespace), by key.
     pub fn group_key(&self) -> Option<GroupKey> {
-        self.group.as_ref().map(|g| GroupKey::new(self.key.namespace.clone(), g.as_str()))
+        self.group.as_ref().map(|g| GroupKey::new(self.key.namespace.clone(), g.clone()))
     }
 
     /// `metadata.labels`.

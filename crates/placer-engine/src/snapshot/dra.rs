@@ -288,7 +288,7 @@ impl DraState {
             (Some(group), true) => {
                 let by_group = controller.is_some_and(|o| {
                     o.kind == "PodGroup"
-                        && o.name == *group
+                        && *o.name == **group
                         && o.api_version.starts_with(&format!("{SCHEDULING_GROUP}/"))
                 });
                 if by_group {
@@ -313,7 +313,7 @@ impl DraState {
             .group
             .as_ref()
             .filter(|_| self.workload_claims)
-            .and_then(|g| self.groups.get(&ObjectKey::new(pod.key.namespace.clone(), g.as_str())));
+            .and_then(|g| self.groups.get(&ObjectKey::new(pod.key.namespace.clone(), g.clone())));
         if let (Some(entry), Some(group)) = (entry, group) {
             let same = group.spec.resource_claims.iter().flatten().any(|g| {
                 g.name == entry.name

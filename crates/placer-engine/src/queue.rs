@@ -107,6 +107,38 @@ impl GroupWaiting {
     fn is_empty(&self) -> bool {
         self.unschedulable.is_empty() && self.gated.is_empty()
     }
+
+    /// Files a member in `state`'s waiting set, if it has one (`self_gated`: gated by its
+    /// own scheduling gates, which no group event changes).
+    fn file(&mut self, member: (u64, PodKey), state: &QueueState, self_gated: bool) {
+        match state {
+            QueueState::Unschedulable => {
+                self.unschedulable.insert(member);
+            }
+            QueueState::Gated { reason } if !self_gated => {
+                self.gated.entry(reason.clone()).or_default().insert(member);
+            }
+            _ => {}
+        }
+    }
+
+    /// Takes a member out of `state`'s waiting set.
+    fn forget(&mut self, member: &(u64, PodKey), state: &QueueState) {
+        match state {
+            QueueState::Unschedulable => {
+                self.unschedulable.remove(member);
+            }
+            QueueState::Gated { reason } => {
+                if let Some(set) = self.gated.get_mut(reason) {
+                    set.remove(member);
+                    if set.is_empty() {
+                        self.gated.remove(reason);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 impl SchedulingQueue {
@@ -409,36 +441,55 @@ impl SchedulingQueue {
     fn insert_entry(&mut self, queued: QueuedPod, state: QueueState) {
         let key = queued.pod.key.clone();
         let priority = queued.pod.priority;
-        match &state {
-            QueueState::Active => {
-                self.active.insert((Reverse(priority), queued.arrival), key.clone());
-            }
-            QueueState::Backoff { ready_at_ms } => {
-                self.backoff.insert((*ready_at_ms, queued.arrival), key.clone());
-            }
-            QueueState::Unschedulable => {
-                self.unschedulable.insert(queued.arrival, key.clone());
-                if depends_on_other_pods(&queued.pod) {
-                    self.unschedulable_pod_dependent.insert(queued.arrival, key.clone());
-                }
-            }
-            QueueState::Gated { .. } => {}
-        }
+        self.index_state(&state, priority, queued.arrival, &key, &queued.pod);
         if let Some(g) = queued.pod.group_key() {
             let member = (queued.arrival, key.clone());
-            match &state {
-                QueueState::Unschedulable => {
-                    self.group_waiting.entry(g.clone()).or_default().unschedulable.insert(member.clone());
-                }
-                QueueState::Gated { reason } if !queued.pod.gated => {
-                    let w = self.group_waiting.entry(g.clone()).or_default();
-                    w.gated.entry(reason.clone()).or_default().insert(member.clone());
-                }
-                _ => {}
+            if waits_with_group(&state, &queued.pod) {
+                self.group_waiting.entry(g.clone()).or_default().file(
+                    member.clone(),
+                    &state,
+                    queued.pod.gated,
+                );
             }
             self.groups.entry(g).or_default().insert(member);
         }
         self.entries.insert(key, Entry { queued, state, active_priority: priority });
+    }
+
+    /// Files a pod in the index of `state` (none for a gated pod).
+    fn index_state(&mut self, state: &QueueState, priority: i32, arrival: u64, key: &PodKey, pod: &PodInfo) {
+        match state {
+            QueueState::Active => {
+                self.active.insert((Reverse(priority), arrival), key.clone());
+            }
+            QueueState::Backoff { ready_at_ms } => {
+                self.backoff.insert((*ready_at_ms, arrival), key.clone());
+            }
+            QueueState::Unschedulable => {
+                self.unschedulable.insert(arrival, key.clone());
+                if depends_on_other_pods(pod) {
+                    self.unschedulable_pod_dependent.insert(arrival, key.clone());
+                }
+            }
+            QueueState::Gated { .. } => {}
+        }
+    }
+
+    /// Takes a pod out of the index of `state` (`priority`: the one it was filed with).
+    fn unindex_state(&mut self, state: &QueueState, priority: i32, arrival: u64) {
+        match state {
+            QueueState::Active => {
+                self.active.remove(&(Reverse(priority), arrival));
+            }
+            QueueState::Backoff { ready_at_ms } => {
+                self.backoff.remove(&(*ready_at_ms, arrival));
+            }
+            QueueState::Unschedulable => {
+                self.unschedulable.remove(&arrival);
+                self.unschedulable_pod_dependent.remove(&arrival);
+            }
+            QueueState::Gated { .. } => {}
+        }
     }
 
     /// Changes a queued pod's state in place: its state index and its group's waiting
@@ -451,91 +502,26 @@ impl SchedulingQueue {
         let old_priority = std::mem::replace(&mut entry.active_priority, entry.queued.pod.priority);
         let priority = entry.active_priority;
         let pod = entry.queued.pod.clone();
-        match &old {
-            QueueState::Active => {
-                self.active.remove(&(Reverse(old_priority), arrival));
-            }
-            QueueState::Backoff { ready_at_ms } => {
-                self.backoff.remove(&(*ready_at_ms, arrival));
-            }
-            QueueState::Unschedulable => {
-                self.unschedulable.remove(&arrival);
-                self.unschedulable_pod_dependent.remove(&arrival);
-            }
-            QueueState::Gated { .. } => {}
-        }
-        match &state {
-            QueueState::Active => {
-                self.active.insert((Reverse(priority), arrival), key.clone());
-            }
-            QueueState::Backoff { ready_at_ms } => {
-                self.backoff.insert((*ready_at_ms, arrival), key.clone());
-            }
-            QueueState::Unschedulable => {
-                self.unschedulable.insert(arrival, key.clone());
-                if depends_on_other_pods(&pod) {
-                    self.unschedulable_pod_dependent.insert(arrival, key.clone());
-                }
-            }
-            QueueState::Gated { .. } => {}
-        }
+        self.unindex_state(&old, old_priority, arrival);
+        self.index_state(&state, priority, arrival, key, &pod);
         let Some(g) = pod.group_key() else { return };
-        let waits = |s: &QueueState| match s {
-            QueueState::Unschedulable => true,
-            QueueState::Gated { .. } => !pod.gated,
-            _ => false,
-        };
-        if !waits(&old) && !waits(&state) {
+        if !waits_with_group(&old, &pod) && !waits_with_group(&state, &pod) {
             return;
         }
         let member = (arrival, key.clone());
-        let w = self.group_waiting.entry(g).or_default();
-        match &old {
-            QueueState::Unschedulable => {
-                w.unschedulable.remove(&member);
-            }
-            QueueState::Gated { reason } => {
-                if let Some(set) = w.gated.get_mut(reason) {
-                    set.remove(&member);
-                    if set.is_empty() {
-                        w.gated.remove(reason);
-                    }
-                }
-            }
-            _ => {}
-        }
-        match &state {
-            QueueState::Unschedulable => {
-                w.unschedulable.insert(member);
-            }
-            QueueState::Gated { reason } if !pod.gated => {
-                w.gated.entry(reason.clone()).or_default().insert(member);
-            }
-            _ => {}
-        }
+        let w = self.group_waiting.entry(g.clone()).or_default();
+        w.forget(&member, &old);
+        w.file(member, &state, pod.gated);
         if w.is_empty() {
-            if let Some(g) = pod.group_key() {
-                self.group_waiting.remove(&g);
-            }
+            self.group_waiting.remove(&g);
         }
     }
 
     /// Removes an entry from every index.
     fn take_entry(&mut self, key: &PodKey) -> Option<Entry> {
         let entry = self.entries.get(key)?;
-        match &entry.state {
-            QueueState::Active => {
-                self.active.remove(&(Reverse(entry.active_priority), entry.queued.arrival));
-            }
-            QueueState::Backoff { ready_at_ms } => {
-                self.backoff.remove(&(*ready_at_ms, entry.queued.arrival));
-            }
-            QueueState::Unschedulable => {
-                self.unschedulable.remove(&entry.queued.arrival);
-                self.unschedulable_pod_dependent.remove(&entry.queued.arrival);
-            }
-            QueueState::Gated { .. } => {}
-        }
+        let (state, priority, arrival) = (entry.state.clone(), entry.active_priority, entry.queued.arrival);
+        self.unindex_state(&state, priority, arrival);
         self.take_entry_detached(key)
     }
 
@@ -545,20 +531,7 @@ impl SchedulingQueue {
         if let Some(g) = entry.queued.pod.group_key() {
             let member = (entry.queued.arrival, key.clone());
             if let Some(w) = self.group_waiting.get_mut(&g) {
-                match &entry.state {
-                    QueueState::Unschedulable => {
-                        w.unschedulable.remove(&member);
-                    }
-                    QueueState::Gated { reason } => {
-                        if let Some(set) = w.gated.get_mut(reason) {
-                            set.remove(&member);
-                            if set.is_empty() {
-                                w.gated.remove(reason);
-                            }
-                        }
-                    }
-                    _ => {}
-                }
+                w.forget(&member, &entry.state);
                 if w.is_empty() {
                     self.group_waiting.remove(&g);
                 }
@@ -571,6 +544,16 @@ impl SchedulingQueue {
             }
         }
         Some(entry)
+    }
+}
+
+/// Whether a member in `state` is in its group's waiting sets (`GroupWaiting`): in the
+/// unschedulable pool, or gated by the group's verdict (not by its own scheduling gates).
+fn waits_with_group(state: &QueueState, pod: &PodInfo) -> bool {
+    match state {
+        QueueState::Unschedulable => true,
+        QueueState::Gated { .. } => !pod.gated,
+        _ => false,
     }
 }
 

@@ -400,6 +400,16 @@ impl EmbeddedCluster {
 
     /// Inserts or replaces `r` and keeps the uid and owner indexes current (no log entry).
     fn insert_indexed(&mut self, r: ObjectRef, obj: Object) {
+        // A new version with the same uid and owners (every status write, most updates)
+        // replaces the old one where it is: the indexes would be rebuilt as they are.
+        if let Some(slot) = self.objects.get_mut(&r) {
+            let (a, b) = (slot.metadata(), obj.metadata());
+            let uid_indexed = a.uid.as_ref().is_none_or(|uid| self.by_uid.get(uid) == Some(&r));
+            if a.uid == b.uid && uid_indexed && same_owner_uids(a, b) {
+                *slot = obj;
+                return;
+            }
+        }
         if let Some(old) = self.objects.remove(&r) {
             self.unindex(&r, &old);
         }
@@ -829,6 +839,15 @@ fn splitmix64(x: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// Whether two versions' owner references name the same uids, in the same order (what
+/// the `dependents` index is built from).
+fn same_owner_uids(a: &ObjectMeta, b: &ObjectMeta) -> bool {
+    fn uids(m: &ObjectMeta) -> impl Iterator<Item = &str> {
+        m.owner_references.iter().flatten().map(|o| o.uid.as_str()).filter(|u| !u.is_empty())
+    }
+    uids(a).eq(uids(b))
 }
 
 fn owner_uids(obj: &Object) -> Vec<String> {
@@ -1651,5 +1670,80 @@ mod tests {
         c.set_now_ms(60_000);
         let p = c.create(pod("default", "p")).unwrap();
         assert_eq!(p.metadata().creation_timestamp.as_ref().unwrap().0.to_string(), "2026-01-01T00:01:00Z");
+    }
+
+    /// The uid and owner indexes as built from the objects alone.
+    fn rebuilt_indexes(
+        c: &EmbeddedCluster,
+    ) -> (FxHashMap<String, ObjectRef>, FxHashMap<String, BTreeSet<ObjectRef>>) {
+        let mut by_uid = FxHashMap::default();
+        let mut dependents: FxHashMap<String, BTreeSet<ObjectRef>> = FxHashMap::default();
+        for (r, obj) in &c.objects {
+            if let Some(uid) = obj.metadata().uid.clone() {
+                by_uid.insert(uid, r.clone());
+            }
+            for uid in owner_uids(obj) {
+                dependents.entry(uid).or_default().insert(r.clone());
+            }
+        }
+        (by_uid, dependents)
+    }
+
+    #[derive(Debug, Clone)]
+    enum IndexOp {
+        /// Update pod `i` with the owners in `mask` (bit j: job j) and label `v`.
+        Update { i: usize, mask: u8, v: bool },
+        /// Write pod `i`'s status.
+        Status { i: usize, v: bool },
+        /// Delete pod `i`, and create it again with the owners in `mask`.
+        Recreate { i: usize, mask: u8 },
+    }
+
+    fn index_op() -> impl proptest::strategy::Strategy<Value = IndexOp> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0..4usize, 0..8u8, any::<bool>()).prop_map(|(i, mask, v)| IndexOp::Update { i, mask, v }),
+            (0..4usize, any::<bool>()).prop_map(|(i, v)| IndexOp::Status { i, v }),
+            (0..4usize, 0..8u8).prop_map(|(i, mask)| IndexOp::Recreate { i, mask }),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever the writes, the uid and owner indexes are the ones the objects give:
+        /// a new version with the same uid and owners replaced in place leaves them as
+        /// rebuilding them would.
+        #[test]
+        fn indexes_follow_every_write(ops in proptest::collection::vec(index_op(), 0..40)) {
+            let mut c = EmbeddedCluster::new();
+            let jobs: Vec<Object> = (0..3).map(|j| c.create(job(&format!("j{j}"))).unwrap()).collect();
+            let owners = |mask: u8| jobs.iter().enumerate().filter(|(j, _)| mask & (1 << j) != 0).map(|(_, o)| o).collect::<Vec<_>>();
+            for i in 0..4 {
+                c.create(owned_by(pod("default", &format!("p{i}")), &owners(0b001))).unwrap();
+            }
+            for op in ops {
+                match op {
+                    IndexOp::Update { i, mask, v } => {
+                        let Some(mut obj) = c.get(&pod_ref(&format!("p{i}"))) else { continue };
+                        obj = owned_by(obj, &owners(mask));
+                        obj.metadata_mut().labels = Some([("v".to_string(), v.to_string())].into());
+                        c.update(obj).unwrap();
+                    }
+                    IndexOp::Status { i, v } => {
+                        let Some(mut obj) = c.get(&pod_ref(&format!("p{i}"))) else { continue };
+                        if let Some(p) = obj.as_pod_mut() {
+                            p.status = Some(PodStatus { phase: Some(if v { "Running" } else { "Pending" }.into()), ..Default::default() });
+                        }
+                        c.update_status(obj).unwrap();
+                    }
+                    IndexOp::Recreate { i, mask } => {
+                        let _ = c.delete(&pod_ref(&format!("p{i}")));
+                        c.create(owned_by(pod("default", &format!("p{i}")), &owners(mask))).unwrap();
+                    }
+                }
+                let (by_uid, dependents) = rebuilt_indexes(&c);
+                proptest::prop_assert_eq!(&c.by_uid, &by_uid);
+                proptest::prop_assert_eq!(&c.dependents, &dependents);
+            }
+        }
     }
 }

@@ -504,8 +504,9 @@ impl SchedulerController {
                 Ok(false)
             }
             Decision::PodEvent { pod, warning, reason, message } => {
-                if store.contains(&pod_ref(&pod)) {
-                    record(store, pod_ref(&pod), if warning { "Warning" } else { "Normal" }, reason, message);
+                let r = pod_ref(&pod);
+                if store.contains(&r) {
+                    record(store, r, if warning { "Warning" } else { "Normal" }, reason, message);
                 }
                 Ok(false)
             }
@@ -526,8 +527,9 @@ impl SchedulerController {
                 if let Some(versions) = written.filter(|_| store.status_write_changes_only_status()) {
                     self.condition_writes.insert(pod.clone(), versions);
                 }
-                if store.contains(&pod_ref(&pod)) {
-                    record(store, pod_ref(&pod), "Warning", "FailedScheduling", message);
+                let r = pod_ref(&pod);
+                if store.contains(&r) {
+                    record(store, r, "Warning", "FailedScheduling", message);
                 }
                 Ok(wrote)
             }

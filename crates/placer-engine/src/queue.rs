@@ -297,7 +297,7 @@ impl SchedulingQueue {
             .collect();
         for arrival in &arrivals {
             if let Some(key) = self.unschedulable.remove(arrival) {
-                self.move_on(arrival, key, now_ms);
+                self.move_on(&key, now_ms);
             }
         }
         arrivals.len()
@@ -306,31 +306,11 @@ impl SchedulingQueue {
     /// Moves a pod just taken out of the unschedulable pool to backoff or active, in
     /// place: its entry, the other state index and its group's waiting set change; its
     /// group membership (any state) stays.
-    fn move_on(&mut self, arrival: &u64, key: PodKey, now_ms: u64) {
-        self.unschedulable_pod_dependent.remove(arrival);
-        let Some(entry) = self.entries.get_mut(&key) else { return };
+    fn move_on(&mut self, key: &PodKey, now_ms: u64) {
+        let Some(entry) = self.entries.get(key) else { return };
         debug_assert_eq!(entry.state, QueueState::Unschedulable);
         let state = Self::ready_state(&entry.queued, now_ms);
-        let priority = entry.queued.pod.priority;
-        let group = entry.queued.pod.group_key();
-        entry.state = state.clone();
-        entry.active_priority = priority;
-        if let Some(g) = group {
-            if let Some(w) = self.group_waiting.get_mut(&g) {
-                w.unschedulable.remove(&(*arrival, key.clone()));
-                if w.is_empty() {
-                    self.group_waiting.remove(&g);
-                }
-            }
-        }
-        match state {
-            QueueState::Backoff { ready_at_ms } => {
-                self.backoff.insert((ready_at_ms, *arrival), key);
-            }
-            _ => {
-                self.active.insert((Reverse(priority), *arrival), key);
-            }
-        }
+        self.set_state(key, state);
     }
 
     /// Moves every unschedulable pod whose feasibility depends on other pods' placement
@@ -340,7 +320,7 @@ impl SchedulingQueue {
         let dependent = std::mem::take(&mut self.unschedulable_pod_dependent);
         for arrival in dependent.keys() {
             if let Some(key) = self.unschedulable.remove(arrival) {
-                self.move_on(arrival, key, now_ms);
+                self.move_on(&key, now_ms);
             }
         }
         dependent.len()
@@ -353,12 +333,7 @@ impl SchedulingQueue {
                 break;
             }
             if let Some(key) = self.backoff.remove(&(ready_at, arrival)) {
-                if let Some(entry) = self.entries.get_mut(&key) {
-                    // Backoff members are in no group waiting set: only the state changes.
-                    entry.state = QueueState::Active;
-                    entry.active_priority = entry.queued.pod.priority;
-                    self.active.insert((Reverse(entry.active_priority), arrival), key);
-                }
+                self.set_state(&key, QueueState::Active);
             }
         }
     }

@@ -153,6 +153,9 @@ struct PriorityClassInfo {
 struct Assumed {
     node: String,
     queued: QueuedPod,
+    /// The bound copy the snapshot counted when the pod was assumed: while the snapshot
+    /// still holds this very copy, the binding's confirmation takes it as the record.
+    counted: Arc<PodInfo>,
 }
 
 /// The scheduler: queue, snapshot and framework.
@@ -585,7 +588,8 @@ impl Engine {
         let node_name = self.snapshot.node(node).name().to_string();
         let mut bound = (*queued.pod).clone();
         bound.node_name = Some(node_name.clone());
-        self.snapshot.upsert_pod(Arc::new(bound));
+        let counted = Arc::new(bound);
+        self.snapshot.upsert_pod(counted.clone());
         let key = queued.pod.key.clone();
         self.forget_nomination(&key);
         if let Some(deadline_ms) = self.binding_deadline(&queued.pod, self.now_ms) {
@@ -601,7 +605,7 @@ impl Engine {
         } else {
             self.emit_bind(&key, &queued.pod.uid, &node_name, out);
         }
-        self.assumed.insert(key, Assumed { node: node_name, queued });
+        self.assumed.insert(key, Assumed { node: node_name, queued, counted });
     }
 
     /// The binding of an assumed pod and its `Scheduled` event.

@@ -371,6 +371,13 @@ impl SchedulingQueue {
         out.into_iter().map(|(_, k)| k.clone()).collect()
     }
 
+    /// Whether a member of a PodGroup waits in the unschedulable pool or gated by the
+    /// group's verdict: when none does, [`Self::group_members_to_activate`] is empty for
+    /// every verdict.
+    pub fn group_has_waiting(&self, group: &GroupKey) -> bool {
+        self.group_waiting.get(group).is_some_and(|w| !w.is_empty())
+    }
+
     /// Keys of the queued pods of a PodGroup (any state), in arrival order.
     pub fn group_members(&self, group: &GroupKey) -> Vec<PodKey> {
         self.groups.get(group).map(|s| s.iter().map(|(_, k)| k.clone()).collect()).unwrap_or_default()

@@ -9,7 +9,7 @@
 //!
 //! Valid only then: an assumed pod, confirmed on the node it was assumed on, whose record
 //! has not changed since it was assumed, whose object the engine kept when it read it, and
-//! whose counted copy is still the assumed one. In
+//! whose counted copy is still the one made when it was assumed (the same allocation). In
 //! every other case [`Engine::confirm_in_place`] returns false and the caller reads the
 //! pod as before. Debug builds check every confirmation against a full read.
 //!
@@ -46,9 +46,12 @@ impl Engine {
         if !self.sources.get(key).is_some_and(|read| differs_only_by_binding(read, pod)) {
             return false;
         }
-        let Some(counted) = self.counted_copy(key).filter(|c| c.node_name.as_deref() == Some(node)) else {
+        // The snapshot still counts the very copy made when the pod was assumed (a pointer
+        // comparison: the node's pods are not compared by key).
+        let counted = assumed.counted.clone();
+        if !self.still_counted(key, &counted) {
             return false;
-        };
+        }
         #[cfg(debug_assertions)]
         self.check_confirmation(pod, &counted);
         self.sources.remove(key);
@@ -124,10 +127,11 @@ impl Engine {
         true
     }
 
-    /// The version of a pod the snapshot counts (bound or assumed), if any.
-    fn counted_copy(&self, key: &PodKey) -> Option<Arc<PodInfo>> {
-        let id = self.snapshot.pod_node(key)?;
-        self.snapshot.node(id).pods.iter().find(|p| p.key == *key).cloned()
+    /// Whether the snapshot counts `copy` itself (the same allocation) for the pod.
+    fn still_counted(&self, key: &PodKey, copy: &Arc<PodInfo>) -> bool {
+        self.snapshot
+            .pod_node(key)
+            .is_some_and(|id| self.snapshot.node(id).pods.iter().any(|p| Arc::ptr_eq(p, copy)))
     }
 
     /// Debug builds: the confirmed record is what a full read of `pod` gives.

@@ -296,6 +296,10 @@ impl Engine {
         let mut groups = vec![group.clone()];
         groups.extend(self.tas_siblings(group));
         let generic = self.gate(Gate::GenericWorkload);
+        // A group none of whose members waits in the unschedulable pool or gated has no
+        // member to move: its verdict is not computed (every confirmed binding of a member
+        // comes here).
+        groups.retain(|g| self.queue.group_has_waiting(g));
         for g in &groups {
             // The group's verdict is computed once, not once per member: this runs every
             // time a member joins, so per-member work here is quadratic in the gang size.

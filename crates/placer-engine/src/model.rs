@@ -23,15 +23,69 @@ pub(crate) use binding::differs_only_by_binding;
 /// `namespace/name` of a namespaced object. The strings are shared: keys are cloned into
 /// every index the engine keeps (queue, snapshot, assumptions, decisions), and a clone is
 /// two reference-count increments rather than two allocations.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// The key's hash is computed once, when it is made: the engine's maps (pods, queue,
+/// snapshot locations, assumptions) hash a key several times per event, and hashing
+/// hashes one number instead of both strings. Equality compares that number first. The
+/// fields are read-only in practice: nothing assigns them (the hash would go stale), and
+/// [`ObjectKey::new`] is the only constructor. Order is by namespace, then name.
+#[derive(Clone)]
 pub struct ObjectKey {
     pub namespace: Arc<str>,
     pub name: Arc<str>,
+    hash: u64,
 }
 
 impl ObjectKey {
     pub fn new(namespace: impl Into<Arc<str>>, name: impl Into<Arc<str>>) -> Self {
-        ObjectKey { namespace: namespace.into(), name: name.into() }
+        let (namespace, name) = (namespace.into(), name.into());
+        let hash = {
+            use std::hash::{Hash, Hasher};
+            let mut h = rustc_hash::FxHasher::default();
+            namespace.hash(&mut h);
+            name.hash(&mut h);
+            h.finish()
+        };
+        ObjectKey { namespace, name, hash }
+    }
+
+    /// `FxHasher` over the namespace, then the name, as a `str` hashes (computed once, when
+    /// the key was made). Stable for a given key: decisions may depend on it (the start of
+    /// a sampled node search).
+    pub fn content_hash(&self) -> u64 {
+        self.hash
+    }
+}
+
+impl PartialEq for ObjectKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.namespace == other.namespace && self.name == other.name
+    }
+}
+
+impl Eq for ObjectKey {}
+
+impl std::hash::Hash for ObjectKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl Ord for ObjectKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (&self.namespace, &self.name).cmp(&(&other.namespace, &other.name))
+    }
+}
+
+impl PartialOrd for ObjectKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Debug for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObjectKey").field("namespace", &self.namespace).field("name", &self.name).finish()
     }
 }
 
@@ -664,6 +718,32 @@ mod tests {
     use placer_api::k8s::api::core::v1::{Container, PodSpec, ResourceRequirements};
     use placer_api::k8s::apimachinery::pkg::api::resource::Quantity;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn keys_made_apart_from_the_same_strings_are_one_key_and_order_by_namespace_then_name() {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let hasher = rustc_hash::FxBuildHasher;
+        let a = ObjectKey::new("ns", String::from("pod-1"));
+        let b = ObjectKey::new(Arc::<str>::from("ns"), "pod-1");
+        assert!(!Arc::ptr_eq(&a.name, &b.name), "separate strings");
+        assert_eq!(a, b);
+        assert_eq!(hasher.hash_one(&a), hasher.hash_one(&b));
+        let mut h = rustc_hash::FxHasher::default();
+        "ns".hash(&mut h);
+        "pod-1".hash(&mut h);
+        assert_eq!(a.content_hash(), h.finish(), "the strings' hash, as the derived Hash gave");
+        assert_ne!(a, ObjectKey::new("ns", "pod-2"));
+        assert_ne!(
+            ObjectKey::new("a", "bc"),
+            ObjectKey::new("ab", "c"),
+            "the boundary between the strings counts"
+        );
+        let mut keys = vec![ObjectKey::new("b", "a"), ObjectKey::new("a", "z"), ObjectKey::new("a", "b")];
+        keys.sort();
+        let names: Vec<String> = keys.iter().map(ToString::to_string).collect();
+        assert_eq!(names, ["a/b", "a/z", "b/a"]);
+        assert_eq!(format!("{a:?}"), r#"ObjectKey { namespace: "ns", name: "pod-1" }"#);
+    }
 
     fn list(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, Quantity>> {
         Some(pairs.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect())

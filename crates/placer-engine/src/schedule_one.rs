@@ -488,12 +488,7 @@ impl PodScheduler for Framework {
         if to_find >= nodes.len() {
             return crate::schedule_one::find_node(self, snap, pod, nodes);
         }
-        let start = {
-            use std::hash::{Hash, Hasher};
-            let mut h = rustc_hash::FxHasher::default();
-            pod.key.hash(&mut h);
-            (h.finish() % nodes.len() as u64) as usize
-        };
+        let start = (pod.key.content_hash() % nodes.len() as u64) as usize;
         crate::schedule_one::find_node_sampled(self, snap, pod, nodes, start, to_find).0
     }
 

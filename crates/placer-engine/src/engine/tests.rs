@@ -705,3 +705,33 @@ fn a_condition_write_the_caller_vouches_for_is_taken_only_from_the_version_it_na
     assert!(!Arc::ptr_eq(e.pod(&key("big")).unwrap(), &record), "read again");
     assert_eq!(e.pod(&key("big")).unwrap().labels().get("app").map(String::as_str), Some("x"));
 }
+
+/// The copy of `name` the snapshot counts.
+fn counted(e: &Engine, name: &str) -> Arc<PodInfo> {
+    let id = e.snapshot().pod_node(&key(name)).expect("counted");
+    e.snapshot().node(id).pods.iter().find(|p| p.key == key(name)).cloned().expect("on its node")
+}
+
+#[test]
+fn a_binding_is_confirmed_from_the_copy_assumed_and_read_again_once_that_copy_was_replaced() {
+    let mut e = engine();
+    apply_all(&mut e, vec![node("n", "2", json!({})), pod("a", "1", None), pod("b", "1", None)]);
+    let d = e.schedule(0, &mut NoopObserver);
+    assert_eq!(binds(&d).len(), 2);
+    let (assumed_a, assumed_b) = (counted(&e, "a"), counted(&e, "b"));
+    // `b`'s counted copy is replaced by an equal one (another allocation), as any update
+    // of the counted copy while the pod is assumed does.
+    let replaced_b = Arc::new((*assumed_b).clone());
+    e.snapshot.upsert_pod(replaced_b.clone());
+    confirm(&mut e, &d);
+    assert!(!e.is_assumed(&key("a")) && !e.is_assumed(&key("b")));
+    // `a`: the copy made when it was assumed became its record, as it is.
+    assert!(Arc::ptr_eq(e.pod(&key("a")).unwrap(), &assumed_a), "confirmed in place");
+    assert!(Arc::ptr_eq(&counted(&e, "a"), &assumed_a));
+    // `b`: read again from the bound object, not the replacement taken as it is.
+    let b = e.pod(&key("b")).unwrap().clone();
+    assert!(!Arc::ptr_eq(&b, &assumed_b) && !Arc::ptr_eq(&b, &replaced_b), "read again");
+    assert_eq!(*b, *assumed_b);
+    assert!(Arc::ptr_eq(&counted(&e, "b"), &b));
+    assert_eq!(e.snapshot().node(e.snapshot().node_id("n").unwrap()).requested.cpu, 2000);
+}

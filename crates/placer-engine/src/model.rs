@@ -738,7 +738,7 @@ mod tests {
             ObjectKey::new("ab", "c"),
             "the boundary between the strings counts"
         );
-        let mut keys = vec![ObjectKey::new("b", "a"), ObjectKey::new("a", "z"), ObjectKey::new("a", "b")];
+        let mut keys = [ObjectKey::new("b", "a"), ObjectKey::new("a", "z"), ObjectKey::new("a", "b")];
         keys.sort();
         let names: Vec<String> = keys.iter().map(ToString::to_string).collect();
         assert_eq!(names, ["a/b", "a/z", "b/a"]);

@@ -417,9 +417,19 @@ impl PodInfo {
     /// Reads a pod; the object is dropped once its fields are copied out. Fails only on
     /// unreadable quantities.
     pub fn from_pod(pod: Arc<Pod>) -> Result<PodInfo, ModelError> {
-        let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
-        let name = pod.metadata.name.clone().ok_or(ModelError::MissingName { kind: "Pod" })?;
-        let key = ObjectKey::new(namespace, name);
+        let name = pod.metadata.name.as_deref().ok_or(ModelError::MissingName { kind: "Pod" })?;
+        let key = ObjectKey::new(pod.metadata.namespace.as_deref().unwrap_or("default"), name);
+        Self::from_pod_keyed(pod, key)
+    }
+
+    /// [`Self::from_pod`] with the pod's key already made by the caller (`namespace/name` of
+    /// `pod`, the namespace "default" when unset).
+    pub(crate) fn from_pod_keyed(pod: Arc<Pod>, key: ObjectKey) -> Result<PodInfo, ModelError> {
+        debug_assert!(
+            pod.metadata.name.as_deref() == Some(&*key.name)
+                && pod.metadata.namespace.as_deref().unwrap_or("default") == &*key.namespace,
+            "the key is the pod's"
+        );
         let spec = pod.spec.as_ref();
         let requests = match spec {
             Some(spec) => pod_requests(spec).map_err(|(field, source)| ModelError::PodResources {

@@ -116,7 +116,16 @@ impl GroupWaiting {
                 self.unschedulable.insert(member);
             }
             QueueState::Gated { reason } if !self_gated => {
-                self.gated.entry(reason.clone()).or_default().insert(member);
+                // The reason is copied only for the first member gated by it (`entry` would
+                // copy it for every member).
+                match self.gated.get_mut(reason) {
+                    Some(set) => {
+                        set.insert(member);
+                    }
+                    None => {
+                        self.gated.insert(reason.clone(), BTreeSet::from([member]));
+                    }
+                }
             }
             _ => {}
         }

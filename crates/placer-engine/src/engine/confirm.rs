@@ -116,7 +116,7 @@ impl Engine {
         #[cfg(debug_assertions)]
         {
             let record = record.clone();
-            let fresh = self.pod_info(pod.clone());
+            let fresh = self.pod_info(pod.clone(), None);
             debug_assert_eq!(
                 fresh.as_ref(),
                 Some(&*record),
@@ -137,7 +137,7 @@ impl Engine {
     /// Debug builds: the confirmed record is what a full read of `pod` gives.
     #[cfg(debug_assertions)]
     fn check_confirmation(&mut self, pod: &Arc<Pod>, counted: &PodInfo) {
-        let read = self.pod_info(pod.clone());
+        let read = self.pod_info(pod.clone(), None);
         debug_assert_eq!(read.as_ref(), Some(counted), "a binding confirmed in place reads as the pod does");
     }
 }

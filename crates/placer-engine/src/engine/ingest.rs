@@ -70,8 +70,13 @@ impl Engine {
         0
     }
 
-    pub(super) fn pod_info(&mut self, pod: Arc<Pod>) -> Option<PodInfo> {
-        match PodInfo::from_pod(pod.clone()) {
+    /// The record of `pod` (`key`: its key, when the caller made it already).
+    pub(super) fn pod_info(&mut self, pod: Arc<Pod>, key: Option<PodKey>) -> Option<PodInfo> {
+        let read = match key {
+            Some(key) => PodInfo::from_pod_keyed(pod.clone(), key),
+            None => PodInfo::from_pod(pod.clone()),
+        };
+        match read {
             Ok(mut info) => {
                 info.priority =
                     self.resolve_priority(info.view.spec_priority, info.view.priority_class_name.as_deref());
@@ -95,17 +100,16 @@ impl Engine {
     }
 
     pub(super) fn apply_pod(&mut self, pod: Arc<Pod>, now_ms: u64) {
-        if let Some(name) = pod.metadata.name.as_deref() {
-            let key = PodKey::new(pod_namespace(&pod), name);
-            if self.confirm_in_place(&key, &pod, now_ms) || self.refresh_in_place(&key, &pod, None) {
+        let key = pod.metadata.name.as_deref().map(|name| PodKey::new(pod_namespace(&pod), name));
+        if let Some(key) = &key {
+            if self.confirm_in_place(key, &pod, now_ms) || self.refresh_in_place(key, &pod, None) {
                 return;
             }
         }
         let source = pod.clone();
-        let Some(info) = self.pod_info(pod) else {
-            if let Some(name) = source.metadata.name.as_deref() {
-                self.sources
-                    .remove(&PodKey::new(source.metadata.namespace.as_deref().unwrap_or("default"), name));
+        let Some(info) = self.pod_info(pod, key.clone()) else {
+            if let Some(key) = &key {
+                self.sources.remove(key);
             }
             return;
         };

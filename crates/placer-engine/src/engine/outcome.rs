@@ -178,6 +178,9 @@ impl Engine {
                 ("error", false, REASON_SCHEDULER_ERROR, message)
             }
         };
+        // A bound member adds up to three decisions (nomination, binding, event): room for
+        // them once, not a reallocation of every decision so far as a large gang grows.
+        out.reserve(3 * decided.len());
         for (q, d) in decided {
             match d {
                 Decided::Bind { node, nominate, writes } => {

@@ -841,23 +841,19 @@ fn splitmix64(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Whether two versions' owner references name the same uids, in the same order (what
-/// the `dependents` index is built from).
+/// The owners' uids the `dependents` index files an object under (references without a
+/// uid are left out), in reference order.
+fn indexed_owner_uids(m: &ObjectMeta) -> impl Iterator<Item = &str> {
+    m.owner_references.iter().flatten().map(|o| o.uid.as_str()).filter(|u| !u.is_empty())
+}
+
+/// Whether two versions are filed under the same owners, in the same order.
 fn same_owner_uids(a: &ObjectMeta, b: &ObjectMeta) -> bool {
-    fn uids(m: &ObjectMeta) -> impl Iterator<Item = &str> {
-        m.owner_references.iter().flatten().map(|o| o.uid.as_str()).filter(|u| !u.is_empty())
-    }
-    uids(a).eq(uids(b))
+    indexed_owner_uids(a).eq(indexed_owner_uids(b))
 }
 
 fn owner_uids(obj: &Object) -> Vec<String> {
-    obj.metadata()
-        .owner_references
-        .iter()
-        .flatten()
-        .filter(|o| !o.uid.is_empty())
-        .map(|o| o.uid.clone())
-        .collect()
+    indexed_owner_uids(obj.metadata()).map(str::to_string).collect()
 }
 
 /// Copies the fields the server owns from the stored metadata onto an incoming write.

@@ -602,6 +602,12 @@ impl Snapshot {
         self.location.get(key).copied()
     }
 
+    /// The copy of a pod counted on its node (bound or assumed), if any.
+    pub fn counted_pod(&self, key: &PodKey) -> Option<&Arc<PodInfo>> {
+        let id = self.pod_node(key)?;
+        self.node(id).pods.iter().find(|p| p.key == *key)
+    }
+
     // ---- simulation ----
 
     /// The current position of the undo log.

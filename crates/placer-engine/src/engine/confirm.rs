@@ -46,10 +46,9 @@ impl Engine {
         if !self.sources.get(key).is_some_and(|read| differs_only_by_binding(read, pod)) {
             return false;
         }
-        // The snapshot still counts the very copy made when the pod was assumed (a pointer
-        // comparison: the node's pods are not compared by key).
+        // The snapshot still counts the very copy made when the pod was assumed.
         let counted = assumed.counted.clone();
-        if !self.still_counted(key, &counted) {
+        if !self.snapshot.counted_pod(key).is_some_and(|c| Arc::ptr_eq(c, &counted)) {
             return false;
         }
         #[cfg(debug_assertions)]
@@ -125,13 +124,6 @@ impl Engine {
         }
         self.sources.insert(key.clone(), pod.clone());
         true
-    }
-
-    /// Whether the snapshot counts `copy` itself (the same allocation) for the pod.
-    fn still_counted(&self, key: &PodKey, copy: &Arc<PodInfo>) -> bool {
-        self.snapshot
-            .pod_node(key)
-            .is_some_and(|id| self.snapshot.node(id).pods.iter().any(|p| Arc::ptr_eq(p, copy)))
     }
 
     /// Debug builds: the confirmed record is what a full read of `pod` gives.

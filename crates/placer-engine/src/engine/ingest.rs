@@ -279,11 +279,7 @@ impl Engine {
                     let admission = self.pre_enqueue(&updated);
                     self.queue.upsert(updated, admission, now_ms);
                 }
-                let counted = self
-                    .snapshot
-                    .pod_node(&key)
-                    .and_then(|id| self.snapshot.node(id).pods.iter().find(|p| p.key == key).cloned());
-                if let Some(counted) = counted {
+                if let Some(counted) = self.snapshot.counted_pod(&key).cloned() {
                     // The counted version (bound, or assumed with its node) keeps its node.
                     let mut c = (*counted).clone();
                     c.priority = priority;

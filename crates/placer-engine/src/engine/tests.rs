@@ -708,8 +708,7 @@ fn a_condition_write_the_caller_vouches_for_is_taken_only_from_the_version_it_na
 
 /// The copy of `name` the snapshot counts.
 fn counted(e: &Engine, name: &str) -> Arc<PodInfo> {
-    let id = e.snapshot().pod_node(&key(name)).expect("counted");
-    e.snapshot().node(id).pods.iter().find(|p| p.key == key(name)).cloned().expect("on its node")
+    e.snapshot().counted_pod(&key(name)).cloned().expect("counted")
 }
 
 #[test]

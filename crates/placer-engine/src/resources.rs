@@ -89,6 +89,19 @@ impl Resources {
         }
     }
 
+    /// [`Resources::get`] of a name taken from another vector's `scalar` list (an extended
+    /// resource, never cpu, memory, ephemeral-storage or pods, which [`Resources::set`]
+    /// keeps in their fields): the shared copy is found by pointer, without comparing the
+    /// name with the native ones first.
+    #[inline]
+    pub fn get_scalar(&self, name: &Arc<str>) -> i64 {
+        self.scalar
+            .iter()
+            .find(|(n, _)| Arc::ptr_eq(n, name))
+            .or_else(|| self.scalar.iter().find(|(n, _)| n == name))
+            .map_or(0, |(_, v)| *v)
+    }
+
     pub fn set(&mut self, name: &str, value: i64) {
         match name {
             CPU => self.cpu = value,
@@ -204,6 +217,23 @@ pub fn scaled(part: i64, scale: i64, whole: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scalar_name_reads_the_same_by_pointer_as_by_name() {
+        let mut node = Resources::default();
+        node.set("nvidia.com/gpu", 8);
+        node.set("example.com/fpga", 2);
+        let mut pod = Resources::default();
+        pod.set("example.com/fpga", 1);
+        pod.set("nvidia.com/gpu", 1);
+        // An uninterned copy of a name (not the shared allocation) is found by comparing.
+        pod.scalar.push((Arc::from("example.com/nic"), 1));
+        node.scalar.push((Arc::from("example.com/nic"), 4));
+        for (name, _) in &pod.scalar {
+            assert_eq!(node.get_scalar(name), node.get(name), "{name}");
+        }
+        assert_eq!(node.get_scalar(&Arc::from("example.com/none")), 0);
+    }
 
     #[test]
     fn from_list_and_arithmetic() {

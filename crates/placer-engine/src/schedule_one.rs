@@ -52,6 +52,7 @@ fn prepare_masked<'a>(
             }
         }
     }
+    state.quick = quick_pass(fw, &state);
     if let Some(r) = &state.restriction {
         if r.names.is_empty() {
             let msg = match r.plugins.as_slice() {
@@ -64,9 +65,26 @@ fn prepare_masked<'a>(
     Ok(state)
 }
 
+/// The conjunction of the active filters' [`crate::framework::QuickPass`] tests, when each
+/// has one and no PreFilter narrowed the nodes (a restriction is checked before any
+/// filter, and no test knows it).
+fn quick_pass(fw: &Framework, state: &CycleState<'_>) -> Option<crate::framework::QuickPass> {
+    if state.restriction.is_some() {
+        return None;
+    }
+    let mut quick = crate::framework::QuickPass::default();
+    for (i, p) in fw.filters.iter().enumerate() {
+        if state.skip_filters & (1 << i) == 0 {
+            quick = quick.and(p.quick_pass(state)?);
+        }
+    }
+    Some(quick)
+}
+
 /// Runs the filters of a prepared pod on one node, in order, stopping at the first
 /// rejection. Nodes left out by a PreFilter restriction are rejected as
 /// `node(s) didn't satisfy plugin(s) [..]` (unresolvable).
+#[inline]
 pub fn filter_prepared(
     fw: &Framework,
     state: &CycleState<'_>,
@@ -78,7 +96,24 @@ pub fn filter_prepared(
 
 /// [`filter_prepared`] on a given node state (which may differ from the snapshot's: copies
 /// of a pod placed on it by [`place_copies`]).
+#[inline]
 fn filter_prepared_on(
+    fw: &Framework,
+    state: &CycleState<'_>,
+    snap: &Snapshot,
+    n: &NodeState,
+) -> Result<(), Rejection> {
+    // Most nodes are settled by one inlined test of their flags and free resources; the
+    // filters run where it fails (and decide the verdict and its reasons there).
+    if state.quick.is_some_and(|q| q.holds(state.pod, n)) {
+        return Ok(());
+    }
+    run_filters(fw, state, snap, n)
+}
+
+/// The restriction, then the active filters in order, stopping at the first rejection.
+#[inline(never)]
+fn run_filters(
     fw: &Framework,
     state: &CycleState<'_>,
     snap: &Snapshot,

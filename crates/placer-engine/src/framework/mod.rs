@@ -35,7 +35,7 @@ pub use placement::{
 #[allow(unused_imports)] // the extension points, some used only by tests yet
 pub use pod::{
     BindWrites, CopyCounting, CycleData, CycleState, Dependence, FilterPlugin, Framework, PermitPlugin,
-    PermitVerdict, PreBindPlugin, ReservePlugin, ScorePlugin, Shortcuts,
+    PermitVerdict, PreBindPlugin, QuickPass, ReservePlugin, ScorePlugin, Shortcuts,
 };
 pub use registry::Registry;
 pub use status::{Code, FilterResult, FitError, PreResult, Rejection, Status, MAX_NODE_SCORE};

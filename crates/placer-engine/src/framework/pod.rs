@@ -61,6 +61,41 @@ pub enum CopyCounting {
     WithDevices,
 }
 
+/// A test on a node's own flags and free resources that settles a filter's verdict without
+/// running it: when the test holds, the plugin's filter passes the node for the pod. A
+/// plugin declares one per pod ([`FilterPlugin::quick_pass`]); the pod's test is the
+/// conjunction over its active filters, checked inline before the filters run. It may
+/// fail where the filters pass: the filters then run as before, so a failed test never
+/// changes a verdict or its reasons.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QuickPass {
+    /// Holds only on a node without `spec.unschedulable`.
+    pub schedulable: bool,
+    /// Holds only on a node without NoSchedule / NoExecute taints ([`crate::snapshot::NodeFlags`]).
+    pub no_hard_taints: bool,
+    /// Holds only where the pod's requests fit ([`crate::plugins::node_resources::fits`]).
+    pub fits: bool,
+}
+
+impl QuickPass {
+    /// Both tests at once.
+    pub fn and(self, other: QuickPass) -> QuickPass {
+        QuickPass {
+            schedulable: self.schedulable || other.schedulable,
+            no_hard_taints: self.no_hard_taints || other.no_hard_taints,
+            fits: self.fits || other.fits,
+        }
+    }
+
+    /// Whether the test holds for `pod` on `node`.
+    #[inline]
+    pub fn holds(&self, pod: &PodInfo, node: &NodeState) -> bool {
+        !(self.schedulable && node.flags.unschedulable)
+            && !(self.no_hard_taints && node.flags.has_hard_taints)
+            && (!self.fits || crate::plugins::node_resources::fits(node, &pod.requests))
+    }
+}
+
 /// A Filter plugin (with its PreFilter).
 pub trait FilterPlugin: Send + Sync {
     /// The plugin name as in kube-scheduler (e.g. `NodeResourcesFit`).
@@ -88,6 +123,14 @@ pub trait FilterPlugin: Send + Sync {
     /// `false`: a plugin that does not opt in turns the reuse off while it is active.
     fn reads_only_pod_and_node(&self, _pod: &PodInfo) -> bool {
         false
+    }
+    /// A test that, when it holds on a node, means [`FilterPlugin::filter`] passes that
+    /// node for the pod of `state` (after this plugin's PreFilter ran). `None` (the
+    /// default): no such test, and every node runs the filter. A plugin that answers must
+    /// pass every node its test holds on; `quick_pass_implies_the_filters` checks each
+    /// answer against the filters.
+    fn quick_pass(&self, _state: &CycleState<'_>) -> Option<QuickPass> {
+        None
     }
 }
 
@@ -293,6 +336,9 @@ pub struct CycleState<'a> {
     pub(crate) skip_filters: u64,
     /// Score plugins (by index in the framework) whose PreScore said Skip.
     pub(crate) skip_scores: u64,
+    /// The conjunction of the active filters' [`QuickPass`] tests, set after PreFilter
+    /// when every active filter has one and no PreFilter narrowed the nodes.
+    pub(crate) quick: Option<QuickPass>,
 }
 
 impl<'a> CycleState<'a> {
@@ -305,6 +351,7 @@ impl<'a> CycleState<'a> {
             restriction: None,
             skip_filters: 0,
             skip_scores: 0,
+            quick: None,
         }
     }
 

@@ -58,6 +58,7 @@ pub fn fit_count_on(node: &NodeState, requests: &Resources) -> u32 {
 }
 
 /// Whether `requests` fit on `node` (one more pod, every requested resource).
+#[inline]
 pub fn fits(node: &NodeState, requests: &Resources) -> bool {
     let alloc = &node.allocatable;
     let used = &node.requested;
@@ -66,7 +67,10 @@ pub fn fits(node: &NodeState, requests: &Resources) -> bool {
         && (requests.memory <= 0 || requests.memory <= alloc.memory - used.memory)
         && (requests.ephemeral_storage <= 0
             || requests.ephemeral_storage <= alloc.ephemeral_storage - used.ephemeral_storage)
-        && requests.scalar.iter().all(|(name, r)| *r <= 0 || *r <= alloc.get(name) - used.get(name))
+        && requests
+            .scalar
+            .iter()
+            .all(|(name, r)| *r <= 0 || *r <= alloc.get_scalar(name) - used.get_scalar(name))
 }
 
 /// The reasons `requests` do not fit on `node` (empty when they fit), in kube's order:
@@ -182,6 +186,45 @@ fn least_requested_score(requested: i64, capacity: i64) -> i64 {
         return 0;
     }
     scaled(capacity - requested, MAX_NODE_SCORE, capacity)
+}
+
+/// Capacities up to this are divided in `f64` by [`least_requested_fast`].
+const F64_EXACT_CAPACITY: i64 = 1 << 46;
+
+// The proof in `least_requested_fast` needs scores below 128.
+const _: () = assert!(MAX_NODE_SCORE > 0 && MAX_NODE_SCORE < 128);
+
+/// [`least_requested_score`], dividing in `f64` where that is exact (no integer division on
+/// the path every scored node takes). For `0 < capacity <= 2^46` and
+/// `0 <= requested <= capacity`, `a = (capacity - requested) * 100` and `b = capacity` are
+/// exact `f64`s (below 2^53) and `k = floor(a / b)` is at most 100. When `b` does not divide
+/// `a`, `a / b` lies at least `1 / b >= 2^-46` below `k + 1`, and `f64`s near `k + 1 <= 101`
+/// are at most 2^-46 apart, so the rounded quotient stays below `k + 1` (and at or above
+/// `k`, itself an `f64`): truncating it gives `k`. Otherwise the integer path.
+#[inline]
+fn least_requested_fast(requested: i64, capacity: i64) -> i64 {
+    if capacity > 0 && capacity <= F64_EXACT_CAPACITY && (0..=capacity).contains(&requested) {
+        ((capacity - requested) as f64 * MAX_NODE_SCORE as f64 / capacity as f64) as i64
+    } else {
+        least_requested_score(requested, capacity)
+    }
+}
+
+/// `sum / weights` (truncated), in `f64` where that is exact: `0 <= sum < 2^31` and
+/// `0 < weights <= 2^20`. A quotient that is not whole lies at least `1 / weights >= 2^-20`
+/// below the next integer, where `f64`s are at most 2^-22 apart, so rounding keeps it
+/// below. Otherwise the integer division.
+#[inline]
+fn weighted_mean(sum: i64, weights: i64) -> i64 {
+    // Two weights of one (kube's default): a shift, exact for a sum that is not negative.
+    if weights == 2 && sum >= 0 {
+        return sum >> 1;
+    }
+    if (0..1 << 31).contains(&sum) && (1..=1 << 20).contains(&weights) {
+        (sum as f64 / weights as f64) as i64
+    } else {
+        sum / weights
+    }
 }
 
 fn most_requested_score(requested: i64, capacity: i64) -> i64 {
@@ -310,7 +353,19 @@ impl NodeResourcesFit {
         self.score_resolved(&self.pod_requests(pod_requests), node)
     }
 
-    /// [`Self::score_node`] with the pod's requests already read ([`Self::pod_requests`]).
+    /// The weights of cpu and memory when the strategy is LeastAllocated over exactly
+    /// `[cpu, memory]` (kube's default), which [`least_allocated_cpu_memory`] scores.
+    fn least_allocated_cpu_memory(&self) -> Option<(i64, i64)> {
+        match (&self.scorer, self.resources.as_slice()) {
+            (
+                Scorer::LeastAllocated,
+                [WeightedResource { key: ResourceKey::Cpu, weight: cpu }, WeightedResource { key: ResourceKey::Memory, weight: memory }],
+            ) => Some((*cpu, *memory)),
+            _ => None,
+        }
+    }
+
+    /// [`Self::score_resolved`] with the pod's requests already read ([`Self::pod_requests`]).
     fn score_resolved(&self, pod_requests: &[i64], node: &NodeState) -> i64 {
         let mut node_score = 0i64;
         let mut weight_sum = 0i64;
@@ -370,6 +425,12 @@ impl FilterPlugin for NodeResourcesFit {
         true
     }
 
+    /// Passes every node the pod's whole requests fit on (ignored resources included, so
+    /// the test may fail where the filter passes).
+    fn quick_pass(&self, _state: &CycleState<'_>) -> Option<crate::framework::QuickPass> {
+        Some(crate::framework::QuickPass { fits: true, ..Default::default() })
+    }
+
     fn filter(&self, state: &CycleState<'_>, _snap: &Snapshot, node: &NodeState) -> FilterResult {
         if fits(node, &state.pod.requests) {
             return Ok(());
@@ -414,12 +475,60 @@ impl ScorePlugin for NodeResourcesFit {
 
     /// The pod's requests read once, then [`Self::score_resolved`] per node: what `score`
     /// computes.
+    /// kube's default strategy (LeastAllocated over cpu and memory) is scored by
+    /// [`least_allocated_cpu_memory`], one inlined function per node.
     fn score_all(&self, state: &CycleState<'_>, snap: &Snapshot, feasible: &[NodeId], out: &mut [i64]) {
         let requests = self.pod_requests(&state.pod.requests);
+        if let (Some(weights), [cpu, memory]) = (self.least_allocated_cpu_memory(), requests.as_slice()) {
+            for (o, &id) in out.iter_mut().zip(feasible) {
+                *o = least_allocated_cpu_memory(weights, (*cpu, *memory), snap.node(id));
+            }
+            return;
+        }
         for (o, &id) in out.iter_mut().zip(feasible) {
             *o = self.score_resolved(&requests, snap.node(id));
         }
     }
+}
+
+/// [`NodeResourcesFit::score_resolved`] for LeastAllocated over `[cpu, memory]` with
+/// `weights`, the pod's requests `requests` (non-zero defaults applied): the same sums, with
+/// the divisions of [`least_requested_fast`] and [`weighted_mean`].
+#[inline]
+fn least_allocated_cpu_memory(weights: (i64, i64), requests: (i64, i64), node: &NodeState) -> i64 {
+    let mut sum = 0i64;
+    let mut weight_sum = 0i64;
+    let cpu = node.allocatable.cpu;
+    if cpu != 0 {
+        sum += least_requested_fast(node.non_zero_requested.cpu.saturating_add(requests.0), cpu) * weights.0;
+        weight_sum += weights.0;
+    }
+    let memory = node.allocatable.memory;
+    if memory != 0 {
+        sum += least_requested_fast(node.non_zero_requested.memory.saturating_add(requests.1), memory)
+            * weights.1;
+        weight_sum += weights.1;
+    }
+    if weight_sum == 0 {
+        return 0;
+    }
+    weighted_mean(sum, weight_sum)
+}
+
+/// [`BalancedAllocation::score_resolved`] over `[cpu, memory]` (the default): the same
+/// `f64` operations in the same order, without the per-resource dispatch.
+#[inline]
+fn balanced_cpu_memory(requests: (i64, i64), node: &NodeState) -> i64 {
+    let fraction = |alloc: i64, requested: i64, request: i64| {
+        (alloc != 0).then(|| (requested.saturating_add(request) as f64 / alloc as f64).min(1.0))
+    };
+    let cpu = fraction(node.allocatable.cpu, node.requested.cpu, requests.0);
+    let memory = fraction(node.allocatable.memory, node.requested.memory, requests.1);
+    let std = match (cpu, memory) {
+        (Some(c), Some(m)) => ((c - m) / 2.0).abs(),
+        _ => 0.0,
+    };
+    ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
 }
 
 /// `NodeResourcesBalancedAllocation`: favours nodes whose cpu and memory fractions stay close.
@@ -516,8 +625,23 @@ impl ScorePlugin for BalancedAllocation {
 
     /// The pod's requests read once, then [`Self::score_resolved`] per node: what `score`
     /// computes.
+    /// The default resources (cpu and memory) are scored by [`balanced_cpu_memory`], one
+    /// inlined function per node.
     fn score_all(&self, state: &CycleState<'_>, snap: &Snapshot, feasible: &[NodeId], out: &mut [i64]) {
         let requests = self.pod_requests(&state.pod.requests);
+        let cpu_memory = matches!(
+            self.resources.as_slice(),
+            [
+                WeightedResource { key: ResourceKey::Cpu, .. },
+                WeightedResource { key: ResourceKey::Memory, .. }
+            ]
+        );
+        if let (true, [cpu, memory]) = (cpu_memory, requests.as_slice()) {
+            for (o, &id) in out.iter_mut().zip(feasible) {
+                *o = balanced_cpu_memory((*cpu, *memory), snap.node(id));
+            }
+            return;
+        }
         for (o, &id) in out.iter_mut().zip(feasible) {
             *o = self.score_resolved(&requests, snap.node(id));
         }
@@ -635,6 +759,32 @@ mod tests {
         assert_eq!(fit.score_node(&pod("p").cpu("1").gpu(4).build().requests, n), 43);
         // Without a gpu request only cpu counts.
         assert_eq!(fit.score_node(&pod("p").cpu("1").build().requests, n), 25);
+    }
+
+    proptest::proptest! {
+        /// The `f64` divisions give the integer results: over small and large capacities,
+        /// at the 2^46 bound where the fast path ends, requests from zero to past capacity.
+        #[test]
+        fn f64_divisions_match_the_integer_ones(
+            capacity in proptest::prop_oneof![1i64..1_000, 1i64..=1 << 20, (1i64 << 40)..(1i64 << 47), proptest::strategy::Just(1i64 << 46)],
+            part in 0.0f64..1.2,
+            exact_multiple in 0i64..=100,
+            sum in 0i64..20_000,
+            weights in 1i64..200,
+        ) {
+            let requested = ((capacity as f64) * part) as i64;
+            proptest::prop_assert_eq!(least_requested_fast(requested, capacity), least_requested_score(requested, capacity));
+            // Requests that leave a whole percentage free (quotients that are integers).
+            let whole = capacity / 100 * 100;
+            if whole > 0 {
+                let r = whole - whole / 100 * exact_multiple;
+                proptest::prop_assert_eq!(least_requested_fast(r, whole), least_requested_score(r, whole));
+                proptest::prop_assert_eq!(least_requested_fast(r - 1, whole), least_requested_score(r - 1, whole));
+            }
+            proptest::prop_assert_eq!(weighted_mean(sum, weights), sum / weights);
+            proptest::prop_assert_eq!(weighted_mean(sum * weights, weights), sum);
+            proptest::prop_assert_eq!(weighted_mean(sum * weights - 1, weights), (sum * weights - 1) / weights);
+        }
     }
 
     proptest::proptest! {

@@ -27,6 +27,11 @@ impl FilterPlugin for NodeUnschedulable {
         true
     }
 
+    /// Passes every node without `spec.unschedulable`.
+    fn quick_pass(&self, _state: &CycleState<'_>) -> Option<crate::framework::QuickPass> {
+        Some(crate::framework::QuickPass { schedulable: true, ..Default::default() })
+    }
+
     fn filter(&self, state: &CycleState<'_>, _snap: &Snapshot, node: &NodeState) -> FilterResult {
         if !node.flags.unschedulable {
             return Ok(());

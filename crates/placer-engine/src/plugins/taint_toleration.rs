@@ -33,6 +33,11 @@ impl FilterPlugin for TaintToleration {
         true
     }
 
+    /// Passes every node without NoSchedule / NoExecute taints.
+    fn quick_pass(&self, _state: &CycleState<'_>) -> Option<crate::framework::QuickPass> {
+        Some(crate::framework::QuickPass { no_hard_taints: true, ..Default::default() })
+    }
+
     fn filter(&self, state: &CycleState<'_>, _snap: &Snapshot, node: &NodeState) -> FilterResult {
         if !node.flags.has_hard_taints {
             return Ok(());

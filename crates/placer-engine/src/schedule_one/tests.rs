@@ -465,7 +465,7 @@ proptest! {
     #[test]
     fn sampled_search_matches_the_plain_loop(
         (nodes, pods, (cpu, mem)) in arb_cluster(),
-        taints in prop::collection::vec(0u8..3, 8),
+        taints in prop::collection::vec(0u8..4, 8),
         gpus in prop::collection::vec(0u32..3, 8),
         zones in prop::collection::vec(0u8..3, 8),
         prefer_zone in prop::option::of(0u8..3),
@@ -489,7 +489,8 @@ proptest! {
                 match taints[i] {
                     0 => b.build(),
                     1 => b.taint("spot", "x", "PreferNoSchedule").build(),
-                    _ => b.taint("dedicated", "x", "NoSchedule").build(),
+                    2 => b.taint("dedicated", "x", "NoSchedule").build(),
+                    _ => b.unschedulable().build(),
                 }
             })
             .collect();
@@ -517,6 +518,63 @@ proptest! {
         let (want, want_examined) = plain_sampled(&fw, &snap, &p, &ids, start, to_find);
         prop_assert_eq!(got.map_err(|e| e.to_string()), want);
         prop_assert_eq!(got_examined, want_examined);
+    }
+}
+
+proptest! {
+    /// Wherever a pod's quick test holds on a node, every filter the pod runs passes that
+    /// node: the test only ever settles nodes the filters would pass. Nodes are
+    /// unschedulable, tainted (tolerated or not), short of cpu, memory, GPUs or pod slots.
+    #[test]
+    fn quick_pass_implies_the_filters(
+        (nodes, pods, (cpu, mem)) in arb_cluster(),
+        kinds in prop::collection::vec(0u8..5, 8),
+        gpus in prop::collection::vec(0u32..3, 8),
+        want_gpu in 0u32..3,
+        tolerate in 0u8..3,
+    ) {
+        let ns = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &(c, m, slots))| {
+                let b = node(&format!("n{i}")).cpu(&c.to_string()).mem(&format!("{m}Gi")).pods(slots).gpus(gpus[i]);
+                match kinds[i] {
+                    0 | 1 => b.build(),
+                    2 => b.taint("dedicated", "x", "NoSchedule").build(),
+                    3 => b.taint("gone", "x", "NoExecute").build(),
+                    _ => b.unschedulable().build(),
+                }
+            })
+            .collect();
+        let snap = snapshot_with(ns, bound_pods(&pods));
+        let mut b = pod("p").cpu(&format!("{}m", cpu * 500)).mem(&format!("{}Mi", mem * 512));
+        if want_gpu > 0 {
+            b = b.gpu(want_gpu);
+        }
+        match tolerate {
+            0 => {}
+            1 => b = b.toleration("dedicated", "Exists", "", "NoSchedule"),
+            _ => b = b.toleration("", "Exists", "", ""),
+        }
+        let p = b.build();
+        let fw = fw();
+        let state = prepare(&fw, &snap, &p).expect("no PreFilter rejects these pods");
+        let quick = state.quick.expect("the default filters all have a quick test for a plain pod");
+        for &id in snap.node_ids() {
+            if !quick.holds(&p, snap.node(id)) {
+                continue;
+            }
+            for (i, f) in fw.filters.iter().enumerate() {
+                if state.skip_filters & (1 << i) == 0 {
+                    prop_assert!(
+                        f.filter(&state, &snap, snap.node(id)).is_ok(),
+                        "{} rejects {} where the quick test holds",
+                        f.name(),
+                        snap.node(id).name()
+                    );
+                }
+            }
+        }
     }
 }
 

@@ -90,9 +90,13 @@ impl QuickPass {
     /// Whether the test holds for `pod` on `node`.
     #[inline]
     pub fn holds(&self, pod: &PodInfo, node: &NodeState) -> bool {
-        !(self.schedulable && node.flags.unschedulable)
-            && !(self.no_hard_taints && node.flags.has_hard_taints)
-            && (!self.fits || crate::plugins::node_resources::fits(node, &pod.requests))
+        if self.schedulable && node.flags.unschedulable {
+            return false;
+        }
+        if self.no_hard_taints && node.flags.has_hard_taints {
+            return false;
+        }
+        !self.fits || crate::plugins::node_resources::fits(node, &pod.requests)
     }
 }
 

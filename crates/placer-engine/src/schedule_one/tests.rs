@@ -5,6 +5,17 @@ use crate::SchedulerConfig;
 use proptest::prelude::*;
 use std::sync::Arc;
 
+/// The pod `p` of the generated sizes: `cpu` halves of a core, `mem` halves of a GiB,
+/// `gpus` GPUs.
+fn arb_pod(cpu: u32, mem: u32, gpus: u32) -> crate::plugins::testing::PodBuilder {
+    let b = pod("p").cpu(&format!("{}m", cpu * 500)).mem(&format!("{}Mi", mem * 512));
+    if gpus > 0 {
+        b.gpu(gpus)
+    } else {
+        b
+    }
+}
+
 fn fw() -> Framework {
     crate::plugins::pod_framework(&SchedulerConfig::default())
 }
@@ -283,7 +294,7 @@ proptest! {
     #[test]
     fn the_chosen_node_never_exceeds_its_resources((nodes, pods, (cpu, mem)) in arb_cluster()) {
         let snap = build(&nodes, &pods);
-        let p = pod("p").cpu(&format!("{}m", cpu * 500)).mem(&format!("{}Mi", mem * 512)).build();
+        let p = arb_pod(cpu, mem, 0).build();
         if let Ok(id) = find_node(&fw(), &snap, &p, snap.node_ids()) {
             let n = snap.node(id);
             let alloc = &n.info.allocatable;
@@ -300,7 +311,7 @@ proptest! {
 
     #[test]
     fn identical_inputs_give_identical_results((nodes, pods, (cpu, mem)) in arb_cluster()) {
-        let p = pod("p").cpu(&format!("{}m", cpu * 500)).mem(&format!("{}Mi", mem * 512)).build();
+        let p = arb_pod(cpu, mem, 0).build();
         let a = build(&nodes, &pods);
         let b = build(&nodes, &pods);
         let ra = find_node(&fw(), &a, &p, a.node_ids()).map(|id| a.node(id).name().to_string()).map_err(|e| e.to_string());
@@ -372,7 +383,7 @@ proptest! {
     #[test]
     fn feasible_nodes_agree_with_fit_count((nodes, pods, (cpu, mem)) in arb_cluster()) {
         let snap = build(&nodes, &pods);
-        let p = pod("p").cpu(&format!("{}m", cpu * 500)).mem(&format!("{}Mi", mem * 512)).build();
+        let p = arb_pod(cpu, mem, 0).build();
         let feasible = feasible_nodes(&fw(), &snap, &p, snap.node_ids()).unwrap_or_default();
         for &id in snap.node_ids() {
             prop_assert_eq!(feasible.contains(&id), fit_count(&snap, &p, id) >= 1);
@@ -495,10 +506,7 @@ proptest! {
             })
             .collect();
         let snap = snapshot_with(ns, bound_pods(&pods));
-        let mut b = pod("p").cpu(&format!("{}m", cpu * 500)).mem(&format!("{}Mi", mem * 512));
-        if want_gpu > 0 {
-            b = b.gpu(want_gpu);
-        }
+        let mut b = arb_pod(cpu, mem, want_gpu);
         if let Some(z) = prefer_zone {
             b = b.preferred_node_term(3, vec![node_req("zone", "In", &[&format!("z{z}")])]);
         }
@@ -547,10 +555,7 @@ proptest! {
             })
             .collect();
         let snap = snapshot_with(ns, bound_pods(&pods));
-        let mut b = pod("p").cpu(&format!("{}m", cpu * 500)).mem(&format!("{}Mi", mem * 512));
-        if want_gpu > 0 {
-            b = b.gpu(want_gpu);
-        }
+        let mut b = arb_pod(cpu, mem, want_gpu);
         match tolerate {
             0 => {}
             1 => b = b.toleration("dedicated", "Exists", "", "NoSchedule"),

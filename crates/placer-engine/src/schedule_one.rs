@@ -53,6 +53,7 @@ fn prepare_masked<'a>(
         }
     }
     state.quick = quick_pass(fw, &state);
+    state.hot = state.quick.and_then(|_| snap.hot_request(&pod.requests));
     if let Some(r) = &state.restriction {
         if r.names.is_empty() {
             let msg = match r.plugins.as_slice() {
@@ -91,6 +92,15 @@ pub fn filter_prepared(
     snap: &Snapshot,
     node: NodeId,
 ) -> Result<(), Rejection> {
+    // The quick test on the node's dense record where the pod's requests allow (the same
+    // test on the same values, without reading the node's state); the filters where it
+    // fails.
+    if let (Some(quick), Some(requests)) = (state.quick, state.hot.as_ref()) {
+        if quick.holds_hot(requests, snap.hot(node)) {
+            return Ok(());
+        }
+        return run_filters(fw, state, snap, snap.node(node));
+    }
     filter_prepared_on(fw, state, snap, snap.node(node))
 }
 

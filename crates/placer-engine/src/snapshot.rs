@@ -4,6 +4,7 @@
 
 mod domains;
 pub mod dra;
+mod hot;
 pub mod volumes;
 
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 pub use domains::{DomainAggregate, TopologyDomains};
+pub use hot::{HotRequest, NodeHot};
 
 use crate::model::{NodeId, NodeStatic, PodInfo, PodKey};
 use crate::resources::Resources;
@@ -219,6 +221,12 @@ pub struct Snapshot {
     /// (kube-scheduler's `imageStates`, kept as nodes come and go so ImageLocality reads
     /// an image's spread without scanning the cluster for every pod).
     image_nodes: FxHashMap<String, usize>,
+    /// Per node slot (`NodeId.0`, as `nodes`): what the single-pod search reads of the
+    /// node, kept densely (`hot.rs`; stale for slots of removed nodes).
+    hot: Vec<NodeHot>,
+    /// The extended resource [`NodeHot::free_scalar`] counts: the first one a node
+    /// offered (chosen once; pods asking for another read the node's state).
+    hot_scalar: Option<Arc<str>>,
 }
 
 /// The distinct image names a node's `status.images` lists.
@@ -353,6 +361,7 @@ impl Snapshot {
         self.last_stamp += 1;
         n.stamp = self.last_stamp;
         let r = f(n);
+        self.hot[id.0 as usize] = NodeHot::of(n, self.hot_scalar.as_ref());
         self.pods_with_affinity = self.pods_with_affinity + u64::from(n.pods_with_affinity) - u64::from(aff);
         self.pods_with_required_anti_affinity = self.pods_with_required_anti_affinity
             + u64::from(n.pods_with_required_anti_affinity)
@@ -406,6 +415,11 @@ impl Snapshot {
     pub fn upsert_node(&mut self, info: NodeStatic) -> NodeId {
         self.durable_change();
         let info = Arc::new(info);
+        if self.hot_scalar.is_none() {
+            if let Some((name, _)) = info.allocatable.scalar.first() {
+                self.choose_hot_scalar(name.clone());
+            }
+        }
         if let Some(&id) = self.by_name.get(&info.name) {
             if let Some(n) = self.nodes[id.0 as usize].as_mut() {
                 self.last_stamp += 1;
@@ -420,6 +434,7 @@ impl Snapshot {
                 n.allocatable = info.allocatable.clone();
                 n.flags = NodeFlags::of(&info);
                 let old = std::mem::replace(&mut n.info, info.clone());
+                self.hot[id.0 as usize] = NodeHot::of(n, self.hot_scalar.as_ref());
                 if allocatable_changed {
                     self.mark_domains_dirty(id);
                 }
@@ -437,13 +452,16 @@ impl Snapshot {
         for pod in self.orphans.remove(&name).unwrap_or_default() {
             state.add_pod(pod);
         }
+        let hot = NodeHot::of(&state, self.hot_scalar.as_ref());
         let id = match self.free_ids.pop() {
             Some(id) => {
                 self.nodes[id.0 as usize] = Some(state);
+                self.hot[id.0 as usize] = hot;
                 id
             }
             None => {
                 self.nodes.push(Some(state));
+                self.hot.push(hot);
                 NodeId((self.nodes.len() - 1) as u32)
             }
         };
@@ -521,6 +539,31 @@ impl Snapshot {
     /// The node with this id. Panics on a stale id: ids come from this snapshot.
     pub fn node(&self, id: NodeId) -> &NodeState {
         self.nodes[id.0 as usize].as_ref().expect("NodeId refers to a live node")
+    }
+
+    /// The dense record of a live node: what [`NodeState`] holds of it, as
+    /// [`NodeHot::of`] reads it (checked in debug builds).
+    #[inline]
+    pub fn hot(&self, id: NodeId) -> &NodeHot {
+        let hot = &self.hot[id.0 as usize];
+        debug_assert_eq!(*hot, NodeHot::of(self.node(id), self.hot_scalar.as_ref()), "hot record of {id:?}");
+        hot
+    }
+
+    /// `requests` as [`NodeHot::fits`] reads them, when the dense records answer for them.
+    pub fn hot_request(&self, requests: &Resources) -> Option<HotRequest> {
+        HotRequest::of(requests, self.hot_scalar.as_ref())
+    }
+
+    /// Makes `name` the extended resource the dense records count (once), and counts it
+    /// on every node already there.
+    fn choose_hot_scalar(&mut self, name: Arc<str>) {
+        self.hot_scalar = Some(name);
+        for (slot, node) in self.nodes.iter().enumerate() {
+            if let Some(node) = node {
+                self.hot[slot] = NodeHot::of(node, self.hot_scalar.as_ref());
+            }
+        }
     }
 
     /// Live nodes, sorted by name.

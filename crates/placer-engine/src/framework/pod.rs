@@ -98,6 +98,20 @@ impl QuickPass {
         }
         !self.fits || crate::plugins::node_resources::fits(node, &pod.requests)
     }
+
+    /// [`QuickPass::holds`] on the node's dense record, for a pod whose requests the
+    /// record answers for (`requests`: [`crate::snapshot::Snapshot::hot_request`]): the
+    /// same tests on the same values.
+    #[inline]
+    pub fn holds_hot(&self, requests: &crate::snapshot::HotRequest, node: &crate::snapshot::NodeHot) -> bool {
+        if self.schedulable && node.unschedulable {
+            return false;
+        }
+        if self.no_hard_taints && node.has_hard_taints {
+            return false;
+        }
+        !self.fits || node.fits(requests)
+    }
 }
 
 /// A Filter plugin (with its PreFilter).
@@ -343,6 +357,10 @@ pub struct CycleState<'a> {
     /// The conjunction of the active filters' [`QuickPass`] tests, set after PreFilter
     /// when every active filter has one and no PreFilter narrowed the nodes.
     pub(crate) quick: Option<QuickPass>,
+    /// The pod's requests as the nodes' dense records answer them, when `quick` is set
+    /// and they can ([`crate::snapshot::Snapshot::hot_request`]): the quick test then
+    /// reads the record instead of the node's state.
+    pub(crate) hot: Option<crate::snapshot::HotRequest>,
 }
 
 impl<'a> CycleState<'a> {
@@ -356,6 +374,7 @@ impl<'a> CycleState<'a> {
             skip_filters: 0,
             skip_scores: 0,
             quick: None,
+            hot: None,
         }
     }
 

@@ -20,6 +20,7 @@ use crate::framework::{
 use crate::framework::{Dependence, SchedulerConfig, ScoringStrategy};
 use crate::framework::{NodeId, PodInfo};
 use crate::framework::{NodeState, Snapshot, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST};
+use crate::snapshot::NodeHot;
 
 /// Plugin name of `NodeResourcesFit`.
 pub const FIT_NAME: &str = "NodeResourcesFit";
@@ -481,7 +482,7 @@ impl ScorePlugin for NodeResourcesFit {
         let requests = self.pod_requests(&state.pod.requests);
         if let (Some(weights), [cpu, memory]) = (self.least_allocated_cpu_memory(), requests.as_slice()) {
             for (o, &id) in out.iter_mut().zip(feasible) {
-                *o = least_allocated_cpu_memory(weights, (*cpu, *memory), snap.node(id));
+                *o = least_allocated_cpu_memory(weights, (*cpu, *memory), snap.hot(id));
             }
             return;
         }
@@ -495,18 +496,17 @@ impl ScorePlugin for NodeResourcesFit {
 /// `weights`, the pod's requests `requests` (non-zero defaults applied): the same sums, with
 /// the divisions of [`least_requested_fast`] and [`weighted_mean`].
 #[inline]
-fn least_allocated_cpu_memory(weights: (i64, i64), requests: (i64, i64), node: &NodeState) -> i64 {
+fn least_allocated_cpu_memory(weights: (i64, i64), requests: (i64, i64), node: &NodeHot) -> i64 {
     let mut sum = 0i64;
     let mut weight_sum = 0i64;
-    let cpu = node.allocatable.cpu;
+    let cpu = node.allocatable_cpu;
     if cpu != 0 {
-        sum += least_requested_fast(node.non_zero_requested.cpu.saturating_add(requests.0), cpu) * weights.0;
+        sum += least_requested_fast(node.non_zero_cpu.saturating_add(requests.0), cpu) * weights.0;
         weight_sum += weights.0;
     }
-    let memory = node.allocatable.memory;
+    let memory = node.allocatable_memory;
     if memory != 0 {
-        sum += least_requested_fast(node.non_zero_requested.memory.saturating_add(requests.1), memory)
-            * weights.1;
+        sum += least_requested_fast(node.non_zero_memory.saturating_add(requests.1), memory) * weights.1;
         weight_sum += weights.1;
     }
     if weight_sum == 0 {
@@ -518,12 +518,12 @@ fn least_allocated_cpu_memory(weights: (i64, i64), requests: (i64, i64), node: &
 /// [`BalancedAllocation::score_resolved`] over `[cpu, memory]` (the default): the same
 /// `f64` operations in the same order, without the per-resource dispatch.
 #[inline]
-fn balanced_cpu_memory(requests: (i64, i64), node: &NodeState) -> i64 {
+fn balanced_cpu_memory(requests: (i64, i64), node: &NodeHot) -> i64 {
     let fraction = |alloc: i64, requested: i64, request: i64| {
         (alloc != 0).then(|| (requested.saturating_add(request) as f64 / alloc as f64).min(1.0))
     };
-    let cpu = fraction(node.allocatable.cpu, node.requested.cpu, requests.0);
-    let memory = fraction(node.allocatable.memory, node.requested.memory, requests.1);
+    let cpu = fraction(node.allocatable_cpu, node.requested_cpu, requests.0);
+    let memory = fraction(node.allocatable_memory, node.requested_memory, requests.1);
     let std = match (cpu, memory) {
         (Some(c), Some(m)) => ((c - m) / 2.0).abs(),
         _ => 0.0,
@@ -638,7 +638,7 @@ impl ScorePlugin for BalancedAllocation {
         );
         if let (true, [cpu, memory]) = (cpu_memory, requests.as_slice()) {
             for (o, &id) in out.iter_mut().zip(feasible) {
-                *o = balanced_cpu_memory((*cpu, *memory), snap.node(id));
+                *o = balanced_cpu_memory((*cpu, *memory), snap.hot(id));
             }
             return;
         }

@@ -85,6 +85,18 @@ impl ScorePlugin for TaintToleration {
             .count() as i64
     }
 
+    /// [`Self::score`] per node, reading the node's state only where its dense record
+    /// says it has PreferNoSchedule taints (elsewhere the score is 0).
+    fn score_all(&self, state: &CycleState<'_>, snap: &Snapshot, feasible: &[NodeId], out: &mut [i64]) {
+        for (o, &id) in out.iter_mut().zip(feasible) {
+            *o = if snap.hot(id).has_prefer_no_schedule_taints {
+                self.score(state, snap, id, snap.node(id))
+            } else {
+                0
+            };
+        }
+    }
+
     fn normalize(&self, _state: &CycleState<'_>, _feasible: &[NodeId], scores: &mut [i64]) {
         default_normalize(MAX_NODE_SCORE, true, scores);
     }
@@ -164,5 +176,45 @@ mod tests {
         assert_eq!(scores, vec![0, 50, 100]);
         let full = crate::plugins::pod_framework(&SchedulerConfig::default());
         assert_eq!(find_node(&full, &snap, &plain, snap.node_ids()), Ok(snap.node_id("c").unwrap()));
+    }
+
+    proptest::proptest! {
+        /// `score_all` (which reads a node's state only where its dense record has
+        /// PreferNoSchedule taints) gives every node the score `score` gives it, for nodes
+        /// with PreferNoSchedule, NoSchedule or no taints, tolerated or not.
+        #[test]
+        fn score_all_matches_score_node_by_node(
+            taints in proptest::collection::vec((0u8..4, 0u8..3), 1..8),
+            tolerate in 0u8..4,
+        ) {
+            let nodes = taints
+                .iter()
+                .enumerate()
+                .map(|(i, &(kind, key))| {
+                    let b = node(&format!("n{i}"));
+                    let key = format!("k{key}");
+                    match kind {
+                        0 => b.build(),
+                        1 => b.taint(&key, "v", "PreferNoSchedule").build(),
+                        2 => b.taint(&key, "v", "PreferNoSchedule").taint("other", "", "PreferNoSchedule").build(),
+                        _ => b.taint(&key, "v", "NoSchedule").build(),
+                    }
+                })
+                .collect();
+            let snap = snapshot_with(nodes, vec![]);
+            let p = match tolerate {
+                0 => pod("p").build(),
+                1 => pod("p").toleration("k0", "Exists", "", "PreferNoSchedule").build(),
+                2 => pod("p").toleration("k1", "Equal", "v", "").build(),
+                _ => pod("p").toleration("", "Exists", "", "").build(),
+            };
+            let fw = Framework::empty();
+            let state = prepare(&fw, &snap, &p).unwrap();
+            let ids = snap.node_ids().to_vec();
+            let mut all = vec![-1i64; ids.len()];
+            TaintToleration.score_all(&state, &snap, &ids, &mut all);
+            let one: Vec<i64> = ids.iter().map(|&id| TaintToleration.score(&state, &snap, id, snap.node(id))).collect();
+            proptest::prop_assert_eq!(all, one);
+        }
     }
 }

@@ -133,7 +133,7 @@ pub fn find_node_sampled_reusing(
     }
 
     let (found, examined) = super::walk_sampled(nodes, start, to_find, |id| {
-        if same && reuse.cached(id, snap.node(id).stamp()) {
+        if same && reuse.cached(id, snap.hot(id).stamp) {
             Ok(())
         } else {
             filter_prepared(fw, &state, snap, id)
@@ -179,7 +179,7 @@ pub fn find_node_sampled_reusing(
     // (`ScorePlugin::score_all`, as the plain search does), then stored.
     let mut missed: Vec<usize> = Vec::new();
     for (i, &id) in feasible.iter().enumerate() {
-        if reuse_raw && reuse.cached(id, snap.node(id).stamp()) {
+        if reuse_raw && reuse.cached(id, snap.hot(id).stamp) {
             let slot = id.0 as usize;
             raw[i * width..(i + 1) * width].copy_from_slice(&reuse.raw[slot * width..(slot + 1) * width]);
             reuse.hits += 1;
@@ -200,7 +200,7 @@ pub fn find_node_sampled_reusing(
     }
     for &i in &missed {
         let id = feasible[i];
-        reuse.store(id, snap.node(id).stamp(), &raw[i * width..(i + 1) * width]);
+        reuse.store(id, snap.hot(id).stamp, &raw[i * width..(i + 1) * width]);
     }
     let mut totals = vec![0i64; feasible.len()];
     if width == 0 {

@@ -531,7 +531,8 @@ proptest! {
 
 proptest! {
     /// Wherever a pod's quick test holds on a node, every filter the pod runs passes that
-    /// node: the test only ever settles nodes the filters would pass. Nodes are
+    /// node: the test only ever settles nodes the filters would pass; and the test on a
+    /// node's dense record answers as the test on its state. Nodes are
     /// unschedulable, tainted (tolerated or not), short of cpu, memory, GPUs or pod slots.
     #[test]
     fn quick_pass_implies_the_filters(
@@ -565,7 +566,13 @@ proptest! {
         let fw = fw();
         let state = prepare(&fw, &snap, &p).expect("no PreFilter rejects these pods");
         let quick = state.quick.expect("the default filters all have a quick test for a plain pod");
+        // The search runs the test on the nodes' dense records where the pod's requests
+        // allow: it must answer as the test on the nodes' states.
+        prop_assert!(state.hot.is_some(), "every node lists nvidia.com/gpu (maybe 0): the records count it");
         for &id in snap.node_ids() {
+            if let Some(hot) = state.hot.as_ref() {
+                prop_assert_eq!(quick.holds_hot(hot, snap.hot(id)), quick.holds(&p, snap.node(id)));
+            }
             if !quick.holds(&p, snap.node(id)) {
                 continue;
             }

@@ -45,6 +45,9 @@ pub struct NodeHot {
     pub has_prefer_no_schedule_taints: bool,
 }
 
+// The size the module documentation and the L2 arithmetic count on.
+const _: () = assert!(std::mem::size_of::<NodeHot>() == 80);
+
 impl NodeHot {
     /// The record of `node`, with `scalar` the snapshot's hot extended resource.
     pub fn of(node: &NodeState, scalar: Option<&Arc<str>>) -> NodeHot {

@@ -90,13 +90,8 @@ impl QuickPass {
     /// Whether the test holds for `pod` on `node`.
     #[inline]
     pub fn holds(&self, pod: &PodInfo, node: &NodeState) -> bool {
-        if self.schedulable && node.flags.unschedulable {
-            return false;
-        }
-        if self.no_hard_taints && node.flags.has_hard_taints {
-            return false;
-        }
-        !self.fits || crate::plugins::node_resources::fits(node, &pod.requests)
+        self.flags_allow(&node.flags)
+            && (!self.fits || crate::plugins::node_resources::fits(node, &pod.requests))
     }
 
     /// [`QuickPass::holds`] on the node's dense record, for a pod whose requests the
@@ -104,13 +99,16 @@ impl QuickPass {
     /// same tests on the same values.
     #[inline]
     pub fn holds_hot(&self, requests: &crate::snapshot::HotRequest, node: &crate::snapshot::NodeHot) -> bool {
-        if self.schedulable && node.unschedulable {
+        self.flags_allow(&node.flags) && (!self.fits || node.fits(requests))
+    }
+
+    /// The tests on the node's flags: schedulable, without NoSchedule / NoExecute taints.
+    #[inline]
+    fn flags_allow(&self, flags: &crate::snapshot::NodeFlags) -> bool {
+        if self.schedulable && flags.unschedulable {
             return false;
         }
-        if self.no_hard_taints && node.has_hard_taints {
-            return false;
-        }
-        !self.fits || node.fits(requests)
+        !(self.no_hard_taints && flags.has_hard_taints)
     }
 }
 

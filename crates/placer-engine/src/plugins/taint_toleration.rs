@@ -89,7 +89,7 @@ impl ScorePlugin for TaintToleration {
     /// says it has PreferNoSchedule taints (elsewhere the score is 0).
     fn score_all(&self, state: &CycleState<'_>, snap: &Snapshot, feasible: &[NodeId], out: &mut [i64]) {
         for (o, &id) in out.iter_mut().zip(feasible) {
-            *o = if snap.hot(id).has_prefer_no_schedule_taints {
+            *o = if snap.hot(id).flags.has_prefer_no_schedule_taints {
                 self.score(state, snap, id, snap.node(id))
             } else {
                 0

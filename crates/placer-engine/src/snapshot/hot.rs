@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use super::NodeState;
+use super::{NodeFlags, NodeState};
 use crate::resources::Resources;
 
 /// The values of one node that the quick filter test and the default scores read (see
@@ -40,9 +40,8 @@ pub struct NodeHot {
     pub free_scalar: i64,
     /// [`NodeState::stamp`].
     pub stamp: u64,
-    pub unschedulable: bool,
-    pub has_hard_taints: bool,
-    pub has_prefer_no_schedule_taints: bool,
+    /// [`NodeState::flags`].
+    pub flags: NodeFlags,
 }
 
 // The size the module documentation and the L2 arithmetic count on.
@@ -62,9 +61,7 @@ impl NodeHot {
             free_pods: a.pods.saturating_sub(r.pods),
             free_scalar: scalar.map_or(0, |name| a.get_scalar(name).wrapping_sub(r.get_scalar(name))),
             stamp: node.stamp(),
-            unschedulable: node.flags.unschedulable,
-            has_hard_taints: node.flags.has_hard_taints,
-            has_prefer_no_schedule_taints: node.flags.has_prefer_no_schedule_taints,
+            flags: node.flags,
         }
     }
 

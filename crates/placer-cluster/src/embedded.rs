@@ -52,8 +52,9 @@
 //!   only through [`EmbeddedCluster::advance_ms`] / [`EmbeddedCluster::set_now_ms`].
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
-use placer_api::k8s::api::core::v1::PodCondition;
+use placer_api::k8s::api::core::v1::{Pod, PodCondition};
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use placer_api::k8s::jiff::Timestamp;
 use rustc_hash::FxHashMap;
@@ -674,6 +675,43 @@ impl ClusterStore for EmbeddedCluster {
         // `update_status` stores the given object when only its status differs, else the
         // stored one with the given status copied in (`copy_status`).
         true
+    }
+
+    fn update_pod_status_with(
+        &mut self,
+        r: &ObjectRef,
+        write: &mut dyn FnMut(&mut Pod) -> bool,
+    ) -> Result<Option<Object>, StoreError> {
+        let Some(Object::Pod(stored)) = self.objects.get_mut(r) else {
+            return Err(StoreError::NotFound(r.clone()));
+        };
+        #[cfg(debug_assertions)]
+        let before = (**stored).clone();
+        // In place when the store holds the only reference (the watch log was compacted
+        // past the last version and no reader kept it); a copy otherwise.
+        let pod = Arc::make_mut(stored);
+        if !write(pod) {
+            return Ok(None);
+        }
+        #[cfg(debug_assertions)]
+        {
+            let mut after = pod.clone();
+            after.status.clone_from(&before.status);
+            debug_assert!(
+                after == before,
+                "a status write through update_pod_status_with changed only the status"
+            );
+        }
+        let rv = self.resource_version + 1;
+        self.resource_version = rv;
+        pod.metadata.resource_version = Some(rv.to_string());
+        let obj = Object::Pod(stored.clone());
+        self.log.push(WatchEvent {
+            resource_version: rv,
+            kind: WatchEventKind::Modified,
+            object: obj.clone(),
+        });
+        Ok(Some(obj))
     }
 
     fn merge_patch(&mut self, r: &ObjectRef, patch: &Value) -> Result<Object, StoreError> {
@@ -1343,6 +1381,60 @@ mod tests {
         assert_eq!(sp.metadata.labels, None, "metadata is not changed through status");
         assert_eq!(sp.spec.as_ref().unwrap().priority, None, "spec is not changed through status");
         assert_eq!(sp.metadata.generation, Some(1));
+    }
+
+    #[test]
+    fn a_pod_status_write_is_in_place_when_the_store_alone_holds_the_pod() {
+        let mut c = EmbeddedCluster::new();
+        c.create(pod("default", "p")).unwrap();
+        let r = pod_ref("p");
+        let phase = |c: &EmbeddedCluster| match c.get(&r) {
+            Some(Object::Pod(p)) => p.status.as_ref().and_then(|s| s.phase.clone()),
+            _ => None,
+        };
+        let set = |phase: &'static str| {
+            move |p: &mut Pod| {
+                p.status.get_or_insert_with(Default::default).phase = Some(phase.to_string());
+                true
+            }
+        };
+        // The log holds the created version: the write copies it, and the log keeps both.
+        let Some(Object::Pod(created)) = c.get(&r) else { panic!() };
+        let written = c.update_pod_status_with(&r, &mut set("Running")).unwrap().expect("written");
+        let Object::Pod(written) = written else { panic!() };
+        assert!(!Arc::ptr_eq(&created, &written));
+        let created_phase = created.status.as_ref().and_then(|s| s.phase.as_deref());
+        assert_ne!(created_phase, Some("Running"), "the version a reader holds is not changed");
+        assert_eq!(phase(&c), Some("Running".to_string()));
+        let rv = written.metadata.resource_version.clone();
+        assert_eq!(rv, Some(c.resource_version().to_string()));
+        drop((created, written));
+
+        // Nobody else holds it (log compacted): the stored version is written in place,
+        // with a new resourceVersion and a watch event.
+        let floor = c.resource_version();
+        c.compact_log(floor);
+        let Some(Object::Pod(before)) = c.get(&r) else { panic!() };
+        let address = Arc::as_ptr(&before);
+        drop(before);
+        let written = c.update_pod_status_with(&r, &mut set("Failed")).unwrap().expect("written");
+        assert_eq!(phase(&c), Some("Failed".to_string()));
+        let Object::Pod(written) = written else { panic!() };
+        assert_eq!(Arc::as_ptr(&written), address);
+        assert_ne!(written.metadata.resource_version, rv);
+        let log = c.log_since(floor).unwrap();
+        assert_eq!(log.len(), 1);
+        assert_eq!(log[0].kind, WatchEventKind::Modified);
+        assert_eq!(log[0].object, Object::Pod(written));
+
+        // A write that changes nothing is no write; a missing pod is NotFound.
+        let version = c.resource_version();
+        assert_eq!(c.update_pod_status_with(&r, &mut |_| false).unwrap(), None);
+        assert_eq!(c.resource_version(), version);
+        assert_eq!(
+            c.update_pod_status_with(&pod_ref("gone"), &mut |_| true),
+            Err(StoreError::NotFound(pod_ref("gone")))
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod validation;
 
 pub use object::{Kind, Object, ObjectRef};
 
+use placer_api::k8s::api::core::v1::Pod;
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::Time;
 
 /// Errors a store write can return (the embedded store's messages follow the API server's).
@@ -121,6 +122,24 @@ pub trait ClusterStore {
     /// server also updates `managedFields`).
     fn status_write_changes_only_status(&self) -> bool {
         false
+    }
+    /// Writes the status of the pod `r` through `write`, which may change `status` only
+    /// and returns whether it changed anything. Returns the new version, or `None` when
+    /// `write` changed nothing (no write). The default reads the pod, copies it and sends
+    /// the copy to [`ClusterStore::update_status`]; a store that holds its objects can
+    /// write in place when nobody else holds the stored version, sparing the copy of the
+    /// whole pod that a condition write otherwise costs.
+    fn update_pod_status_with(
+        &mut self,
+        r: &ObjectRef,
+        write: &mut dyn FnMut(&mut Pod) -> bool,
+    ) -> Result<Option<Object>, StoreError> {
+        let Some(Object::Pod(pod)) = self.get(r) else { return Err(StoreError::NotFound(r.clone())) };
+        let mut pod = std::sync::Arc::unwrap_or_clone(pod);
+        if !write(&mut pod) {
+            return Ok(None);
+        }
+        self.update_status(Object::Pod(pod.into())).map(Some)
     }
     /// JSON merge patch (RFC 7386) of spec/metadata.
     fn merge_patch(&mut self, r: &ObjectRef, patch: &serde_json::Value) -> Result<Object, StoreError>;

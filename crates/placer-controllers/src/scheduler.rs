@@ -44,7 +44,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use placer_api::k8s::api::core::v1::PodCondition;
+use placer_api::k8s::api::core::v1::{Pod, PodCondition};
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::Condition;
 use placer_cluster::{
     ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError, WatchEvent, WatchEventKind,
@@ -521,8 +521,9 @@ impl SchedulerController {
                     p.attempts += 1;
                 }
                 let mut written = None;
+                let engine = &mut self.engine;
                 let wrote = with_retry(store, "update status of", &pod_ref(&pod), |store| {
-                    set_pod_unschedulable(store, &pod, &reason, &message, &mut written)
+                    set_pod_unschedulable(store, engine, &pod, &reason, &message, &mut written)
                 })?;
                 if let Some(versions) = written.filter(|_| store.status_write_changes_only_status()) {
                     self.condition_writes.insert(pod.clone(), versions);
@@ -1103,6 +1104,7 @@ fn set_nominated(
 /// `written`: the pod's resourceVersion before and after, when this wrote.
 fn set_pod_unschedulable(
     store: &mut dyn ClusterStore,
+    engine: &mut Engine,
     key: &PodKey,
     reason: &str,
     message: &str,
@@ -1122,33 +1124,47 @@ fn set_pod_unschedulable(
     if current.and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled")).is_some_and(wanted) {
         return Ok(false);
     }
-    let mut pod = Arc::unwrap_or_clone(pod);
-    let now = store.now();
-    let conditions = pod.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
-    match conditions.iter_mut().find(|c| c.type_ == "PodScheduled") {
-        Some(c) => {
-            if c.status != "False" {
-                c.last_transition_time = Some(now);
-            }
-            c.status = "False".to_string();
-            c.reason = Some(reason.to_string());
-            c.message = Some(message.to_string());
-        }
-        None => conditions.push(PodCondition {
-            type_: "PodScheduled".to_string(),
-            status: "False".to_string(),
-            reason: Some(reason.to_string()),
-            message: Some(message.to_string()),
-            last_transition_time: Some(now),
-            ..Default::default()
-        }),
-    }
     let before = pod.metadata.resource_version.clone();
-    let after = store.update_status(Object::Pod(pod.into()))?.metadata().resource_version.clone();
+    drop(pod);
+    // A store that writes status only can write in place when nobody else holds the stored
+    // version: the engine lets go of its copy and takes the written one back.
+    let released =
+        if store.status_write_changes_only_status() { engine.release_pod_object(key) } else { None };
+    let now = store.now();
+    let new = store.update_pod_status_with(&r, &mut |pod: &mut Pod| {
+        let conditions =
+            pod.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
+        match conditions.iter_mut().find(|c| c.type_ == "PodScheduled") {
+            Some(c) => {
+                if c.status != "False" {
+                    c.last_transition_time = Some(now.clone());
+                }
+                c.status = "False".to_string();
+                c.reason = Some(reason.to_string());
+                c.message = Some(message.to_string());
+            }
+            None => conditions.push(PodCondition {
+                type_: "PodScheduled".to_string(),
+                status: "False".to_string(),
+                reason: Some(reason.to_string()),
+                message: Some(message.to_string()),
+                last_transition_time: Some(now.clone()),
+                ..Default::default()
+            }),
+        }
+        true
+    })?;
+    let Some(Object::Pod(new)) = new else { return Ok(false) };
+    let after = new.metadata.resource_version.clone();
     if after == before {
         return Ok(false);
     }
-    *written = before.zip(after);
+    // Taken back: the watch's version is the engine's object already (`after` over `after`).
+    let reattached = match (released, before.as_deref()) {
+        (Some(released), Some(before)) => engine.reattach_condition_write(released, before, &new),
+        _ => false,
+    };
+    *written = if reattached { after.clone().zip(after) } else { before.zip(after) };
     Ok(true)
 }
 

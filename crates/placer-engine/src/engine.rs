@@ -693,6 +693,7 @@ mod cycle;
 mod explain;
 mod ingest;
 pub use crate::placement::{PlacementScores, ScoredPlacement};
+pub use confirm::ReleasedPodObject;
 pub use explain::{DomainFit, FilterSummary, GroupExplanation};
 mod outcome;
 mod preempt;

@@ -51,8 +51,8 @@ pub use config::{
 };
 pub use engine::{
     ClusterEvent, Decision, DomainFit, Engine, FilterSummary, GroupExplanation, PlacementScores,
-    ScoredPlacement, StorageEvent, VolumeWrite, CONDITION_POD_GROUP_SCHEDULED, REASON_NODE_FAILURES,
-    REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE,
+    ReleasedPodObject, ScoredPlacement, StorageEvent, VolumeWrite, CONDITION_POD_GROUP_SCHEDULED,
+    REASON_NODE_FAILURES, REASON_SCHEDULED, REASON_SCHEDULER_ERROR, REASON_UNSCHEDULABLE,
 };
 pub use framework::registry::{EffectiveProfile, UnknownPlugin};
 pub use tas::{Algorithm as TasAlgorithm, RankedDomain, TasRanking};

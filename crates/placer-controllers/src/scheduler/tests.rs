@@ -600,10 +600,11 @@ fn own_condition_writes_reach_the_engine_as_such_and_only_through_a_store_that_v
     let mut c = controller();
     c.reconcile(&mut store).unwrap();
     let key = PodKey::new("default", "big");
-    let (before, after) = c.condition_writes.get(&key).cloned().expect("the write is remembered");
+    let (engine_holds, after) = c.condition_writes.get(&key).cloned().expect("the write is remembered");
     let Some(Object::Pod(stored)) = store.get(&ObjectRef::new(Kind::Pod, "default", "big")) else { panic!() };
     assert_eq!(stored.metadata.resource_version.as_deref(), Some(after.as_str()));
-    assert_ne!(before, after);
+    // The engine let go of its copy for the write and took the written version back.
+    assert_eq!(engine_holds, after);
     // The next sync hands it to the engine and forgets it; the pod stays where it waits.
     c.reconcile(&mut store).unwrap();
     assert!(c.condition_writes.is_empty());
@@ -615,5 +616,43 @@ fn own_condition_writes_reach_the_engine_as_such_and_only_through_a_store_that_v
     pod(&mut flaky, "big", "2", None);
     let mut c = controller();
     c.reconcile(&mut flaky).unwrap();
+    assert!(c.condition_writes.is_empty());
+}
+
+#[test]
+fn a_condition_write_is_made_in_place_once_nobody_else_holds_the_pod() {
+    let mut store = EmbeddedCluster::new();
+    node(&mut store, "n1", "1");
+    pod(&mut store, "big", "2", None);
+    let mut c = controller();
+    settle(&mut c, &mut store);
+    let r = ObjectRef::new(Kind::Pod, "default", "big");
+    let message = |store: &EmbeddedCluster| match store.get(&r) {
+        Some(Object::Pod(p)) => p
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
+            .and_then(|c| c.message.clone()),
+        _ => None,
+    };
+    let first = message(&store).expect("the failure is written");
+    // Every reader has seen the written version: the log can forget it.
+    store.compact_log(store.resource_version());
+    let Some(Object::Pod(held)) = store.get(&r) else { panic!() };
+    let address = Arc::as_ptr(&held);
+    drop(held);
+
+    // A second node changes the message of the next failure.
+    node(&mut store, "n2", "1");
+    store.compact_log(store.resource_version() - 1);
+    settle(&mut c, &mut store);
+    let second = message(&store).expect("the failure is written");
+    assert_ne!(first, second);
+    let Some(Object::Pod(now)) = store.get(&r) else { panic!() };
+    assert_eq!(Arc::as_ptr(&now), address, "written in place, not copied");
+    // The engine holds that version and keeps the pod where it waits.
+    let key = PodKey::new("default", "big");
+    assert_eq!(c.engine().queue().state(&key), Some(&QueueState::Unschedulable));
     assert!(c.condition_writes.is_empty());
 }

@@ -19,6 +19,12 @@
 //! its record and queue entry as they are and replaces only the object it read, when the
 //! full path would leave them unchanged too: the pod is unbound in both versions, not
 //! assumed, queued, and its PreEnqueue verdict is the one its queue entry holds.
+//!
+//! A caller that writes that condition itself through a store that can write in place
+//! (the embedded cluster, when nobody else holds the stored version) first takes the
+//! engine's object away ([`Engine::release_pod_object`]), so the write copies nothing,
+//! then hands the written version back ([`Engine::reattach_condition_write`]), which is
+//! taken under the same rule, and only as the write over the very version released.
 
 use std::sync::Arc;
 
@@ -89,7 +95,7 @@ impl Engine {
         if self.assumed.contains_key(key) {
             return false;
         }
-        let (Some(read), Some(record)) = (self.sources.get(key), self.pods.get(key)) else { return false };
+        let Some(read) = self.sources.get(key) else { return false };
         if !unbound(read) {
             return false;
         }
@@ -101,6 +107,19 @@ impl Engine {
         if !known && !differs_only_by_binding(read, pod) {
             return false;
         }
+        self.refresh_record(key, pod)
+    }
+
+    /// The rest of [`Engine::refresh_in_place`], once `pod` is known to be the object the
+    /// engine read with only its `PodScheduled` condition changed: replaces the object
+    /// when the full path would leave the record and queue entry unchanged.
+    fn refresh_record(&mut self, key: &PodKey, pod: &Arc<Pod>) -> bool {
+        let unbound =
+            |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty);
+        if !unbound(pod) || self.assumed.contains_key(key) {
+            return false;
+        }
+        let Some(record) = self.pods.get(key) else { return false };
         // What `apply_pod` would do with the same record: refresh the queue entry with
         // PreEnqueue's verdict, which moves the pod only when the verdict changed.
         let unchanged = match (self.queue.state(key), self.pre_enqueue(record)) {
@@ -126,10 +145,58 @@ impl Engine {
         true
     }
 
+    /// Lets go of the object pending pod `key` was read from, before its caller writes the
+    /// pod's `PodScheduled` condition through a store that can then write in place (the
+    /// engine's copy is the one other holder of the stored version). The caller hands the
+    /// written version back with [`Engine::reattach_condition_write`]; until then the
+    /// engine has no object for the pod, and an update of it is read in full (exact, only
+    /// slower). `None` (nothing released) when the pod is bound, assumed or not read.
+    pub fn release_pod_object(&mut self, key: &PodKey) -> Option<ReleasedPodObject> {
+        let read = self.sources.get(key)?;
+        let unbound = read.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty);
+        if !unbound || self.assumed.contains_key(key) {
+            return None;
+        }
+        let resource_version = read.metadata.resource_version.clone();
+        self.sources.remove(key);
+        Some(ReleasedPodObject { key: key.clone(), resource_version })
+    }
+
+    /// Takes back a released pod's object: `pod` is the version whose resourceVersion was
+    /// `previous` with only its `PodScheduled` condition changed, as the store declares
+    /// ([`Engine::apply_condition_write`]). When `previous` is the version the engine
+    /// released (not a later one the engine has not seen) and the record and queue entry
+    /// stay as they are, as [`Engine::apply_condition_write`] would leave them, it becomes
+    /// the engine's object for the pod; otherwise nothing is done, and the watch's version
+    /// of the pod is read in full when it arrives. Returns whether it was taken.
+    pub fn reattach_condition_write(
+        &mut self,
+        released: ReleasedPodObject,
+        previous: &str,
+        pod: &Arc<Pod>,
+    ) -> bool {
+        let ReleasedPodObject { key, resource_version } = released;
+        if self.sources.contains_key(&key) || resource_version.as_deref() != Some(previous) {
+            return false;
+        }
+        if pod.metadata.name.as_deref() != Some(&*key.name) || super::pod_namespace(pod) != &*key.namespace {
+            return false;
+        }
+        self.refresh_record(&key, pod)
+    }
+
     /// Debug builds: the confirmed record is what a full read of `pod` gives.
     #[cfg(debug_assertions)]
     fn check_confirmation(&mut self, pod: &Arc<Pod>, counted: &PodInfo) {
         let read = self.pod_info(pod.clone(), None);
         debug_assert_eq!(read.as_ref(), Some(counted), "a binding confirmed in place reads as the pod does");
     }
+}
+
+/// What [`Engine::release_pod_object`] let go of: the pod and the resourceVersion of the
+/// object the engine had read, for [`Engine::reattach_condition_write`].
+#[derive(Debug)]
+pub struct ReleasedPodObject {
+    key: PodKey,
+    resource_version: Option<String>,
 }

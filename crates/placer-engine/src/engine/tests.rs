@@ -706,6 +706,44 @@ fn a_condition_write_the_caller_vouches_for_is_taken_only_from_the_version_it_na
     assert_eq!(e.pod(&key("big")).unwrap().labels().get("app").map(String::as_str), Some("x"));
 }
 
+#[test]
+fn a_released_pod_object_is_taken_back_only_as_the_write_over_the_version_released() {
+    let mut e = engine();
+    apply_all(&mut e, vec![node("n1", "1", json!({})), pod("big", "2", None)]);
+    e.schedule(0, &mut NoopObserver);
+    // The version the store holds, with its resourceVersion.
+    e.apply(with_unschedulable_condition(&e, "big", "first"), 0);
+    let record = e.pod(&key("big")).unwrap().clone();
+    let held = e.sources.get(&key("big")).unwrap().metadata.resource_version.clone().expect("versioned");
+    let ClusterEvent::PodUpserted(written) = with_unschedulable_condition(&e, "big", "0/1 nodes") else {
+        unreachable!()
+    };
+
+    // Released: the engine holds no object for the pod until it takes the written one back.
+    let released = e.release_pod_object(&key("big")).expect("a pending pod's object is released");
+    assert!(!e.sources.contains_key(&key("big")));
+    assert!(e.reattach_condition_write(released, &held, &written));
+    assert!(Arc::ptr_eq(e.sources.get(&key("big")).unwrap(), &written), "taken back");
+    assert!(Arc::ptr_eq(e.pod(&key("big")).unwrap(), &record), "the record is kept");
+    assert_eq!(e.queue().state(&key("big")), Some(&QueueState::Unschedulable));
+
+    // Written over a version the engine has not seen (an update it missed): not taken, so
+    // the watch's versions are read in full.
+    let released = e.release_pod_object(&key("big")).expect("released");
+    assert!(!e.reattach_condition_write(released, "a-later-version", &written));
+    assert!(!e.sources.contains_key(&key("big")));
+    e.apply(ClusterEvent::PodUpserted(written.clone()), 0);
+    assert!(Arc::ptr_eq(e.sources.get(&key("big")).unwrap(), &written), "read in full");
+    assert_eq!(**e.pod(&key("big")).unwrap(), *record);
+    assert_eq!(e.queue().state(&key("big")), Some(&QueueState::Unschedulable));
+
+    // A bound pod has nothing to release.
+    apply_all(&mut e, vec![node("n2", "4", json!({}))]);
+    let d = e.schedule(60_000, &mut NoopObserver);
+    assert_eq!(binds(&d).len(), 1);
+    assert!(e.release_pod_object(&key("big")).is_none(), "assumed");
+}
+
 /// The copy of `name` the snapshot counts.
 fn counted(e: &Engine, name: &str) -> Arc<PodInfo> {
     e.snapshot().counted_pod(&key(name)).cloned().expect("counted")

@@ -34,7 +34,7 @@ const MAX_INTERNED_NAMES: usize = 4096;
 /// The shared copy of an extended resource name: every [`Resources`] naming
 /// `nvidia.com/gpu` points at the same bytes, so lookups compare pointers first. A cache
 /// of immutable strings: it never changes what any computation returns.
-fn intern(name: &str) -> Arc<str> {
+pub(crate) fn intern(name: &str) -> Arc<str> {
     static NAMES: std::sync::OnceLock<std::sync::Mutex<rustc_hash::FxHashSet<Arc<str>>>> =
         std::sync::OnceLock::new();
     let names = NAMES.get_or_init(Default::default);
@@ -71,21 +71,26 @@ impl Resources {
         Ok(r)
     }
 
+    /// The amount of a named (extended) resource, 0 when absent: [`Resources::get`] for a
+    /// name that is none of the four fixed ones, without matching it against them.
+    pub fn scalar(&self, name: &str) -> i64 {
+        // Names are interned: the pointer check settles the common case without comparing
+        // bytes.
+        self.scalar
+            .iter()
+            .find(|(n, _)| std::ptr::eq(n.as_ptr(), name.as_ptr()) && n.len() == name.len())
+            .or_else(|| self.scalar.iter().find(|(n, _)| &**n == name))
+            .map(|(_, v)| *v)
+            .unwrap_or(0)
+    }
+
     pub fn get(&self, name: &str) -> i64 {
         match name {
             CPU => self.cpu,
             MEMORY => self.memory,
             EPHEMERAL_STORAGE => self.ephemeral_storage,
             PODS => self.pods,
-            // Names are interned: the pointer check settles the common case without
-            // comparing bytes.
-            _ => self
-                .scalar
-                .iter()
-                .find(|(n, _)| std::ptr::eq(n.as_ptr(), name.as_ptr()) && n.len() == name.len())
-                .or_else(|| self.scalar.iter().find(|(n, _)| &**n == name))
-                .map(|(_, v)| *v)
-                .unwrap_or(0),
+            _ => self.scalar(name),
         }
     }
 

@@ -31,7 +31,9 @@ use std::sync::Arc;
 use placer_api::k8s::api::core::v1::Pod;
 
 use super::Engine;
-use crate::model::{differs_only_by_binding, PodInfo, PodKey};
+#[cfg(debug_assertions)]
+use crate::model::PodInfo;
+use crate::model::{differs_only_by_binding, PodKey};
 use crate::queue::{Admission, QueueState};
 
 impl Engine {

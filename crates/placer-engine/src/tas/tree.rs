@@ -14,7 +14,7 @@
 use std::cmp::Ordering;
 use std::ops::Range;
 
-use crate::resources::{Resources, PODS};
+use crate::resources::Resources;
 
 use super::request::TasError;
 use super::TasNode;
@@ -289,12 +289,20 @@ pub fn with_one_pod(requests: &Resources) -> Resources {
 /// counts as 0, negative free space as 0 (SEMANTICS §2). `req` should include `pods`
 /// (see [`with_one_pod`]); without any positive request the answer is `i64::MAX`.
 pub fn fit_count(req: &Resources, free: &Resources) -> i64 {
-    req.iter_nonzero()
-        .filter(|(_, amount)| *amount > 0)
-        .map(|(name, amount)| {
-            let available = if name == PODS { free.pods } else { free.get(name) };
-            available.max(0) / amount
-        })
+    // Field by field: the named resources are looked up by name, the four fixed ones are
+    // not (matching a name against them compares bytes, once per node and per cycle).
+    let fixed = [
+        (req.cpu, free.cpu),
+        (req.memory, free.memory),
+        (req.ephemeral_storage, free.ephemeral_storage),
+        (req.pods, free.pods),
+    ];
+    let scalar = req.scalar.iter().map(|(name, amount)| (*amount, free.scalar(name)));
+    fixed
+        .into_iter()
+        .chain(scalar)
+        .filter(|&(amount, _)| amount > 0)
+        .map(|(amount, available)| available.max(0) / amount)
         .min()
         .unwrap_or(i64::MAX)
 }
@@ -356,6 +364,34 @@ mod tests {
     fn a_node_without_a_value_per_level_is_rejected() {
         let err = DomainTree::new(&levels(), &[node("n", &["b1"], 1)]).unwrap_err();
         assert!(matches!(err, TasError::NodeLevels { values: 1, levels: 3, .. }), "{err}");
+    }
+
+    proptest::proptest! {
+        /// The field-by-field count is the count over every requested resource by name.
+        #[test]
+        fn fit_count_is_the_minimum_over_the_requested_resources_by_name(
+            req in proptest::collection::vec(-2i64..6, 6),
+            free in proptest::collection::vec(-3i64..40, 6),
+        ) {
+            let make = |v: &[i64], gpu_first: bool| {
+                let mut r = Resources { cpu: v[0], memory: v[1], ephemeral_storage: v[2], pods: v[3], ..Default::default() };
+                let named = [("example.com/a", v[4]), ("nvidia.com/gpu", v[5])];
+                for (name, amount) in if gpu_first { [named[1], named[0]] } else { named } {
+                    if amount != 0 {
+                        r.scalar.push((crate::resources::intern(name), amount));
+                    }
+                }
+                r
+            };
+            let (req, free) = (make(&req, false), make(&free, true));
+            let by_name = req
+                .iter_nonzero()
+                .filter(|(_, amount)| *amount > 0)
+                .map(|(name, amount)| free.get(name).max(0) / amount)
+                .min()
+                .unwrap_or(i64::MAX);
+            proptest::prop_assert_eq!(fit_count(&req, &free), by_name);
+        }
     }
 
     #[test]

@@ -522,14 +522,18 @@ impl SchedulerController {
                 }
                 let mut written = None;
                 let engine = &mut self.engine;
-                let wrote = with_retry(store, "update status of", &pod_ref(&pod), |store| {
-                    set_pod_unschedulable(store, engine, &pod, &reason, &message, &mut written)
+                let r = pod_ref(&pod);
+                let mut exists = true;
+                let wrote = with_retry(store, "update status of", &r, |store| {
+                    let result = set_pod_unschedulable(store, engine, &pod, &reason, &message, &mut written);
+                    exists = !matches!(result, Err(StoreError::NotFound(_)));
+                    result
                 })?;
                 if let Some(versions) = written.filter(|_| store.status_write_changes_only_status()) {
                     self.condition_writes.insert(pod.clone(), versions);
                 }
-                let r = pod_ref(&pod);
-                if store.contains(&r) {
+                // The write found the pod (or saw it gone): no second lookup.
+                if exists {
                     record(store, r, "Warning", "FailedScheduling", message);
                 }
                 Ok(wrote)

@@ -89,8 +89,6 @@ impl Engine {
         pod: &Arc<Pod>,
         known_from: Option<&str>,
     ) -> bool {
-        let unbound =
-            |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty);
         if !unbound(pod) {
             return false;
         }
@@ -116,8 +114,6 @@ impl Engine {
     /// engine read with only its `PodScheduled` condition changed: replaces the object
     /// when the full path would leave the record and queue entry unchanged.
     fn refresh_record(&mut self, key: &PodKey, pod: &Arc<Pod>) -> bool {
-        let unbound =
-            |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty);
         if !unbound(pod) || self.assumed.contains_key(key) {
             return false;
         }
@@ -155,8 +151,7 @@ impl Engine {
     /// slower). `None` (nothing released) when the pod is bound, assumed or not read.
     pub fn release_pod_object(&mut self, key: &PodKey) -> Option<ReleasedPodObject> {
         let read = self.sources.get(key)?;
-        let unbound = read.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty);
-        if !unbound || self.assumed.contains_key(key) {
+        if !unbound(read) || self.assumed.contains_key(key) {
             return None;
         }
         let resource_version = read.metadata.resource_version.clone();
@@ -193,6 +188,11 @@ impl Engine {
         let read = self.pod_info(pod.clone(), None);
         debug_assert_eq!(read.as_ref(), Some(counted), "a binding confirmed in place reads as the pod does");
     }
+}
+
+/// `spec.nodeName` is unset or empty.
+fn unbound(pod: &Pod) -> bool {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty)
 }
 
 /// What [`Engine::release_pod_object`] let go of: the pod and the resourceVersion of the

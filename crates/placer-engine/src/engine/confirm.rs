@@ -110,13 +110,11 @@ impl Engine {
         self.refresh_record(key, pod)
     }
 
-    /// The rest of [`Engine::refresh_in_place`], once `pod` is known to be the object the
-    /// engine read with only its `PodScheduled` condition changed: replaces the object
-    /// when the full path would leave the record and queue entry unchanged.
+    /// The rest of [`Engine::refresh_in_place`], once `pod` (unbound, not assumed) is known
+    /// to be the object the engine read with only its `PodScheduled` condition changed:
+    /// replaces the object when the full path would leave the record and queue entry
+    /// unchanged.
     fn refresh_record(&mut self, key: &PodKey, pod: &Arc<Pod>) -> bool {
-        if !unbound(pod) || self.assumed.contains_key(key) {
-            return false;
-        }
         let Some(record) = self.pods.get(key) else { return false };
         // What `apply_pod` would do with the same record: refresh the queue entry with
         // PreEnqueue's verdict, which moves the pod only when the verdict changed.
@@ -177,6 +175,9 @@ impl Engine {
             return false;
         }
         if pod.metadata.name.as_deref() != Some(&*key.name) || super::pod_namespace(pod) != &*key.namespace {
+            return false;
+        }
+        if !unbound(pod) || self.assumed.contains_key(&key) {
             return false;
         }
         self.refresh_record(&key, pod)

@@ -279,6 +279,8 @@ pub fn gpu_training(seed: u64, scale: f64) -> Trace {
 pub fn mixed(seed: u64, scale: f64) -> Trace {
     const BLOCK: &str = "topology.placer.dev/block";
     const RACK: &str = "topology.placer.dev/rack";
+    /// GPUs of one rack: 20 hosts x 8.
+    const RACK_GPUS: u32 = 20 * 8;
     let blocks = scaled(5, scale, 1);
     let cluster = cluster(
         &[BLOCK, RACK, "kubernetes.io/hostname"],
@@ -299,12 +301,19 @@ pub fn mixed(seed: u64, scale: f64) -> Trace {
             5..=7 => 4,
             _ => 2,
         };
-        let topology = if rng.chance(1, 2) {
-            TopologyAsk { required: Some(1), ..TopologyAsk::default() }
-        } else {
-            TopologyAsk { preferred: Some(1), ..TopologyAsk::default() }
+        // A required rack only where the gang fits one (as `gpu-training` sizes its required
+        // level): a gang larger than a rack asks for its block instead, so that no gang of
+        // the trace waits for a domain that can never hold it.
+        let topology = match (rng.chance(1, 2), pods * per_pod <= RACK_GPUS) {
+            (true, true) => TopologyAsk { required: Some(1), ..TopologyAsk::default() },
+            (true, false) => TopologyAsk { required: Some(0), ..TopologyAsk::default() },
+            (false, _) => TopologyAsk { preferred: Some(1), ..TopologyAsk::default() },
         };
-        let class = if topology.required.is_some() { "gang, rack required" } else { "gang, rack preferred" };
+        let class = match (topology.required, topology.preferred) {
+            (Some(1), _) => "gang, rack required",
+            (Some(_), _) => "gang, block required",
+            _ => "gang, rack preferred",
+        };
         let run = log_normal_ms(&mut rng, 60.0 * 60_000.0, 1.2, 5 * 60_000, 12 * 3_600_000);
         gang_work += f64::from(pods * per_pod) * run as f64;
         let requests = list(&[
@@ -436,5 +445,17 @@ mod tests {
         let singles = t.arrivals.iter().filter(|a| a.kind == ArrivalKind::Pod).count();
         assert!(singles > 0 && t.gang_count() > 0);
         assert!(t.arrivals.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
+    }
+
+    #[test]
+    fn mixed_requires_a_rack_only_of_gangs_a_rack_can_hold() {
+        let t = mixed(1, 1.0);
+        let rack_gpus = 20 * 8;
+        let gpus = |a: &Arrival| i64::from(a.pods) * a.res.gpu;
+        let required = |a: &Arrival, level| a.is_gang() && a.topology.required == Some(level);
+        assert!(t.arrivals.iter().filter(|a| required(a, 1)).all(|a| gpus(a) <= rack_gpus));
+        // Gangs larger than a rack still ask for a domain: their block.
+        let blocks: Vec<_> = t.arrivals.iter().filter(|a| required(a, 0)).collect();
+        assert!(!blocks.is_empty() && blocks.iter().all(|a| gpus(a) > rack_gpus));
     }
 }

@@ -51,7 +51,7 @@
 //! * The clock is virtual: it starts at 0 ms, which is `2026-01-01T00:00:00Z`, and moves
 //!   only through [`EmbeddedCluster::advance_ms`] / [`EmbeddedCluster::set_now_ms`].
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use placer_api::k8s::api::core::v1::{Pod, PodCondition};
@@ -60,7 +60,10 @@ use placer_api::k8s::jiff::Timestamp;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 
+mod objects;
 mod snapshot;
+
+use objects::ObjectMap;
 
 pub use snapshot::{object_from_json, Counters, Snapshot, SnapshotError};
 
@@ -86,7 +89,7 @@ pub struct LogCompacted {
 
 /// An in-memory cluster store with a virtual clock. See the module documentation.
 pub struct EmbeddedCluster {
-    objects: BTreeMap<ObjectRef, Object>,
+    objects: ObjectMap,
     /// uid -> object, for owner-reference lookups.
     by_uid: FxHashMap<String, ObjectRef>,
     /// owner uid -> objects that name it in `ownerReferences`.
@@ -125,7 +128,7 @@ impl EmbeddedCluster {
     /// An empty cluster at virtual time 0 with no admission hooks.
     pub fn new() -> Self {
         EmbeddedCluster {
-            objects: BTreeMap::new(),
+            objects: ObjectMap::default(),
             by_uid: FxHashMap::default(),
             dependents: FxHashMap::default(),
             resource_version: 0,
@@ -576,11 +579,7 @@ impl ClusterStore for EmbeddedCluster {
     }
 
     fn list(&self, kind: Kind) -> Vec<Object> {
-        self.objects
-            .range(ObjectRef::new(kind, "", "")..)
-            .take_while(|(r, _)| r.kind == kind)
-            .map(|(_, o)| o.clone())
-            .collect()
+        self.objects.of_kind(kind).cloned().collect()
     }
 
     fn create(&mut self, mut obj: Object) -> Result<Object, StoreError> {
@@ -837,8 +836,7 @@ impl ClusterStore for EmbeddedCluster {
     }
 
     fn visit(&self, kind: Kind, f: &mut dyn FnMut(&Object)) {
-        for (_, obj) in self.objects.range(ObjectRef::new(kind, "", "")..).take_while(|(r, _)| r.kind == kind)
-        {
+        for obj in self.objects.of_kind(kind) {
             f(obj);
         }
     }
@@ -1766,7 +1764,7 @@ mod tests {
     ) -> (FxHashMap<String, ObjectRef>, FxHashMap<String, BTreeSet<ObjectRef>>) {
         let mut by_uid = FxHashMap::default();
         let mut dependents: FxHashMap<String, BTreeSet<ObjectRef>> = FxHashMap::default();
-        for (r, obj) in &c.objects {
+        for (r, obj) in c.objects.iter() {
             if let Some(uid) = obj.metadata().uid.clone() {
                 by_uid.insert(uid, r.clone());
             }

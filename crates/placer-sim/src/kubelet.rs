@@ -12,7 +12,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use placer_api::k8s::api::core::v1::Pod;
 use placer_cluster::{ClusterStore, Kind, Object, ObjectRef, WatchEventKind};
-use placer_controllers::job::kubelet::{kubelet_step, run_time_ms, Clock};
+use placer_controllers::job::kubelet::{kubelet_idle, kubelet_step, run_time_ms, Clock};
 use placer_controllers::job::DEFAULT_MANAGED_BY;
 use placer_controllers::{Controller, ControllerError};
 
@@ -117,7 +117,13 @@ impl Controller for SimKubelet {
                 (Object::Node(n), WatchEventKind::Deleted) => {
                     deleted_nodes.insert(n.metadata.name.clone().unwrap_or_default());
                 }
-                (Object::Pod(p), WatchEventKind::Added | WatchEventKind::Modified) => {
+                // A version the kubelet would leave alone (a pending pod's condition
+                // write, a finished pod) needs no step: whatever version is current, a
+                // later event of the batch brings it. Only a run time that does not read
+                // is still reported, as the step of that version reports it.
+                (Object::Pod(p), WatchEventKind::Added | WatchEventKind::Modified)
+                    if !kubelet_idle(p) || matches!(run_time_ms(p), Some(Err(_))) =>
+                {
                     changed_pods.insert(pod_ref(p));
                 }
                 _ => {}
@@ -257,6 +263,33 @@ mod tests {
         let mut k = SimKubelet::new([uid].into());
         assert!(!k.reconcile(&mut store).unwrap());
         assert_eq!(phase(&store, "a").as_deref(), Some("Pending"));
+    }
+
+    #[test]
+    fn versions_the_kubelet_leaves_alone_are_skipped_without_losing_a_step_or_an_error() {
+        let mut store = EmbeddedCluster::new();
+        store.create(node("n1")).unwrap();
+        store.create(pod("bad", None, Some("soon"))).unwrap();
+        let mut k = SimKubelet::default();
+        let e = k.reconcile(&mut store).unwrap_err();
+        assert!(e.message.contains("default/bad"), "{}", e.message);
+        store.delete(&ObjectRef::new(Kind::Pod, "default", "bad")).unwrap();
+        // Created pending, a status write while pending, then bound: one batch, and the
+        // bound version runs.
+        store.create(pod("a", None, Some("30s"))).unwrap();
+        let Some(Object::Pod(pending)) = store.get(&ObjectRef::new(Kind::Pod, "default", "a")) else {
+            panic!("created")
+        };
+        let mut written = (*pending).clone();
+        written.status = Some(placer_api::k8s::api::core::v1::PodStatus {
+            phase: Some("Pending".into()),
+            ..Default::default()
+        });
+        store.update_status(Object::pod(written)).unwrap();
+        store.bind("default", "a", "", "n1").unwrap();
+        assert!(k.reconcile(&mut store).unwrap());
+        assert_eq!(phase(&store, "a").as_deref(), Some("Running"));
+        assert_eq!(k.next_wakeup_ms(), Some(30_000));
     }
 
     #[test]

@@ -139,10 +139,16 @@ pub struct KubeletStep {
     pub wake_at_ms: Option<u64>,
 }
 
+/// Whether [`kubelet_step`] leaves `pod` alone whatever the clock and its run time: it is
+/// not bound, already terminal, or being deleted.
+pub fn kubelet_idle(pod: &Pod) -> bool {
+    !pods::is_bound(pod) || pods::is_terminal(pod) || pod.metadata.deletion_timestamp.is_some()
+}
+
 /// One step of the simulated kubelet for `pod` (`run_time` from [`run_time_ms`]).
 pub fn kubelet_step(pod: &Pod, clock: &Clock, run_time: Option<u64>) -> KubeletStep {
     let idle = KubeletStep { status: None, wake_at_ms: None };
-    if !pods::is_bound(pod) || pods::is_terminal(pod) || pod.metadata.deletion_timestamp.is_some() {
+    if kubelet_idle(pod) {
         return idle;
     }
     let mut status = pod.status.clone().unwrap_or_default();

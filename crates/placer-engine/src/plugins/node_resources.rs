@@ -99,10 +99,33 @@ pub fn insufficient_resources(
     }
     for (name, r) in &requests.scalar {
         if *r > 0 && *r > alloc.get(name) - used.get(name) {
-            out.push(Cow::Owned(format!("Insufficient {name}")));
+            out.push(insufficient(name));
         }
     }
     out
+}
+
+/// Most distinct `Insufficient <name>` reasons [`insufficient`] keeps; past this, reasons
+/// are formatted per use (still correct, only slower), so the table stays bounded.
+const MAX_SHARED_REASONS: usize = 1024;
+
+/// `Insufficient <name>` for an extended resource. A failing gang asks every node of the
+/// cluster at every retry, so the reason is made once per name and shared (a bounded table
+/// of immutable strings: it never changes what any computation returns).
+fn insufficient(name: &str) -> Cow<'static, str> {
+    static REASONS: std::sync::OnceLock<std::sync::Mutex<rustc_hash::FxHashMap<Box<str>, &'static str>>> =
+        std::sync::OnceLock::new();
+    let reasons = REASONS.get_or_init(Default::default);
+    let Ok(mut reasons) = reasons.lock() else { return Cow::Owned(format!("Insufficient {name}")) };
+    if let Some(shared) = reasons.get(name) {
+        return Cow::Borrowed(shared);
+    }
+    if reasons.len() >= MAX_SHARED_REASONS {
+        return Cow::Owned(format!("Insufficient {name}"));
+    }
+    let shared: &'static str = Box::leak(format!("Insufficient {name}").into_boxed_str());
+    reasons.insert(name.into(), shared);
+    Cow::Borrowed(shared)
 }
 
 /// A resource a scoring strategy looks at, resolved once.

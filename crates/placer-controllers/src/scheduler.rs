@@ -210,10 +210,10 @@ impl SchedulerController {
             if let (Object::Pod(pod), WatchEventKind::Modified, false) =
                 (&event.object, &event.kind, condition_writes.is_empty())
             {
-                let key = PodKey::new(
+                let key = self.engine.canonical_pod_key(PodKey::new(
                     pod.metadata.namespace.as_deref().unwrap_or_default(),
                     pod.metadata.name.as_deref().unwrap_or_default(),
-                );
+                ));
                 if let Some((before, after)) = condition_writes.remove(&key) {
                     if pod.metadata.resource_version.as_deref() == Some(after.as_str()) {
                         self.engine.apply_condition_write(pod.clone(), &before, now);
@@ -233,6 +233,9 @@ impl SchedulerController {
                 };
                 self.engine.apply(e, now);
                 if let Some(key) = key {
+                    // After the engine read the pod: its key, shared, is the one the
+                    // decisions about it will carry.
+                    let key = self.engine.canonical_pod_key(key);
                     self.track_pending(&key);
                 }
             }

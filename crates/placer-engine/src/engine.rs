@@ -337,13 +337,29 @@ impl Engine {
         self.pod_objects.get(key)
     }
 
+    /// `key` as the engine holds it when it knows the pod: the same strings, shared. The
+    /// engine's maps, its queue and the decisions it emits all hold clones of that one key,
+    /// so a lookup with it compares pointers instead of reading both names (a key made
+    /// afresh from each watch event otherwise compares its bytes at every lookup). Returns
+    /// `key` itself for a pod the engine does not know.
+    pub fn canonical_pod_key(&self, key: PodKey) -> PodKey {
+        match self.pods.get_key_value(&key) {
+            Some((known, _)) => known.clone(),
+            None => key,
+        }
+    }
+
     /// Applies a pod update its caller made itself: `pod` is the version whose
     /// resourceVersion was `previous` with only its `PodScheduled` condition changed (the
     /// store declares that its status writes change nothing else). The same as
     /// `apply(PodUpserted(pod))`, without comparing the two versions field by field when
     /// the engine's copy of the pod is that version (debug builds still compare).
     pub fn apply_condition_write(&mut self, pod: Arc<Pod>, previous: &str, now_ms: u64) {
-        let key = pod.metadata.name.as_deref().map(|name| PodKey::new(pod_namespace(&pod), name));
+        let key = pod
+            .metadata
+            .name
+            .as_deref()
+            .map(|name| self.canonical_pod_key(PodKey::new(pod_namespace(&pod), name)));
         if key.is_some_and(|key| self.refresh_in_place(&key, &pod, Some(previous))) {
             #[cfg(test)]
             if let Some(name) = pod.metadata.name.clone() {
@@ -377,7 +393,10 @@ impl Engine {
                 self.snapshot.remove_node(&name);
             }
             ClusterEvent::PodUpserted(pod) => self.apply_pod(pod, now_ms),
-            ClusterEvent::PodDeleted(key) => self.delete_pod(&key, now_ms),
+            ClusterEvent::PodDeleted(key) => {
+                let key = self.canonical_pod_key(key);
+                self.delete_pod(&key, now_ms)
+            }
             ClusterEvent::PodGroupUpserted(pg) => self.apply_pod_group(pg, now_ms),
             ClusterEvent::PodGroupDeleted(key) => {
                 self.lost_on.remove(&key);

@@ -59,7 +59,9 @@ impl ObjectKey {
 
 impl PartialEq for ObjectKey {
     fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && self.namespace == other.namespace && self.name == other.name
+        // Keys cloned from one another share their strings: pointers first, bytes after.
+        let same = |a: &Arc<str>, b: &Arc<str>| Arc::ptr_eq(a, b) || a == b;
+        self.hash == other.hash && same(&self.name, &other.name) && same(&self.namespace, &other.namespace)
     }
 }
 

@@ -298,18 +298,19 @@ impl SchedulingQueue {
         now_ms: u64,
         mut could_help: impl FnMut(&PodInfo) -> bool,
     ) -> usize {
-        let arrivals: Vec<u64> = self
-            .unschedulable
-            .iter()
-            .filter(|(_, k)| self.entries.get(*k).is_some_and(|e| could_help(&e.queued.pod)))
-            .map(|(a, _)| *a)
-            .collect();
-        for arrival in &arrivals {
-            if let Some(key) = self.unschedulable.remove(arrival) {
+        // The pool is taken whole (every event so far could help every pod) and those the
+        // event cannot help are filed back, in arrival order as before.
+        let pool = std::mem::take(&mut self.unschedulable);
+        let mut moved = 0;
+        for (arrival, key) in pool {
+            if self.entries.get(&key).is_some_and(|e| could_help(&e.queued.pod)) {
                 self.move_on(&key, now_ms);
+                moved += 1;
+            } else {
+                self.unschedulable.insert(arrival, key);
             }
         }
-        arrivals.len()
+        moved
     }
 
     /// Moves a pod just taken out of the unschedulable pool to backoff or active, in

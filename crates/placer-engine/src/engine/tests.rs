@@ -772,3 +772,38 @@ fn a_binding_is_confirmed_from_the_copy_assumed_and_read_again_once_that_copy_wa
     assert!(Arc::ptr_eq(&counted(&e, "b"), &b));
     assert_eq!(e.snapshot().node(e.snapshot().node_id("n").unwrap()).requested.cpu, 2000);
 }
+
+#[test]
+fn every_key_of_a_known_pod_shares_the_strings_of_the_first() {
+    let mut e = engine();
+    apply_all(&mut e, vec![node("n1", "1", json!({})), pod("big", "2", None)]);
+    let first = e.canonical_pod_key(key("big"));
+    let same =
+        |a: &PodKey, b: &PodKey| Arc::ptr_eq(&a.name, &b.name) && Arc::ptr_eq(&a.namespace, &b.namespace);
+    assert!(same(&first, &e.pod(&key("big")).unwrap().key));
+    // A later version read in full (relabelled), its key made afresh from the object:
+    // still the first key's strings, in the record, the queue and the decisions.
+    let ClusterEvent::PodUpserted(written) = with_unschedulable_condition(&e, "big", "again") else {
+        unreachable!()
+    };
+    let mut relabelled = (*written).clone();
+    relabelled.metadata.labels = Some([("app".to_string(), "x".to_string())].into());
+    e.apply(ClusterEvent::PodUpserted(Arc::new(relabelled)), 0);
+    assert_eq!(e.pod(&key("big")).unwrap().labels().get("app").map(String::as_str), Some("x"));
+    assert!(same(&first, &e.canonical_pod_key(key("big"))));
+    assert!(same(&first, &e.pod(&key("big")).unwrap().key));
+    assert!(e.queue().keys().iter().all(|k| same(&first, k)));
+    let d = e.schedule(0, &mut NoopObserver);
+    let failed: Vec<&PodKey> = d
+        .iter()
+        .filter_map(|d| match d {
+            Decision::PodUnschedulable { pod, .. } => Some(pod),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 1);
+    assert!(same(&first, failed[0]));
+    // A pod the engine does not know keeps its own key.
+    let unknown = key("nobody");
+    assert!(same(&unknown, &e.canonical_pod_key(unknown.clone())));
+}

@@ -383,7 +383,7 @@ pub fn mixed(seed: u64, scale: f64) -> Trace {
         "mixed",
         format!(
             "Mixed cluster: {} nodes x 8 GPUs ({blocks} blocks x 10 racks x 20 hosts), {singles} single pods (2/3 one-GPU) and {gangs} gangs \
-             of 2-32 pods x 2-8 GPUs (rack required or preferred); about 110 % offered load",
+             of 2-32 pods x 2-8 GPUs (rack required or preferred; block required for gangs larger than a rack); about 110 % offered load",
             blocks * 200
         ),
         cluster,

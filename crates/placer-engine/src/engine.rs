@@ -349,17 +349,20 @@ impl Engine {
         }
     }
 
+    /// The key of a pod object (none without a name), shared with the engine's when it
+    /// knows the pod ([`Self::canonical_pod_key`]).
+    fn key_of(&self, pod: &Pod) -> Option<PodKey> {
+        let name = pod.metadata.name.as_deref()?;
+        Some(self.canonical_pod_key(PodKey::new(pod_namespace(pod), name)))
+    }
+
     /// Applies a pod update its caller made itself: `pod` is the version whose
     /// resourceVersion was `previous` with only its `PodScheduled` condition changed (the
     /// store declares that its status writes change nothing else). The same as
     /// `apply(PodUpserted(pod))`, without comparing the two versions field by field when
     /// the engine's copy of the pod is that version (debug builds still compare).
     pub fn apply_condition_write(&mut self, pod: Arc<Pod>, previous: &str, now_ms: u64) {
-        let key = pod
-            .metadata
-            .name
-            .as_deref()
-            .map(|name| self.canonical_pod_key(PodKey::new(pod_namespace(&pod), name)));
+        let key = self.key_of(&pod);
         if key.is_some_and(|key| self.refresh_in_place(&key, &pod, Some(previous))) {
             #[cfg(test)]
             if let Some(name) = pod.metadata.name.clone() {

@@ -275,12 +275,13 @@ pub fn gpu_training(seed: u64, scale: f64) -> Trace {
     )
 }
 
+/// GPUs of one rack of `mixed`: 20 hosts x 8.
+const MIXED_RACK_GPUS: u32 = 20 * 8;
+
 /// Single pods and gangs competing (see the module documentation).
 pub fn mixed(seed: u64, scale: f64) -> Trace {
     const BLOCK: &str = "topology.placer.dev/block";
     const RACK: &str = "topology.placer.dev/rack";
-    /// GPUs of one rack: 20 hosts x 8.
-    const RACK_GPUS: u32 = 20 * 8;
     let blocks = scaled(5, scale, 1);
     let cluster = cluster(
         &[BLOCK, RACK, "kubernetes.io/hostname"],
@@ -304,7 +305,7 @@ pub fn mixed(seed: u64, scale: f64) -> Trace {
         // A required rack only where the gang fits one (as `gpu-training` sizes its required
         // level): a gang larger than a rack asks for its block instead, so that no gang of
         // the trace waits for a domain that can never hold it.
-        let topology = match (rng.chance(1, 2), pods * per_pod <= RACK_GPUS) {
+        let topology = match (rng.chance(1, 2), pods * per_pod <= MIXED_RACK_GPUS) {
             (true, true) => TopologyAsk { required: Some(1), ..TopologyAsk::default() },
             (true, false) => TopologyAsk { required: Some(0), ..TopologyAsk::default() },
             (false, _) => TopologyAsk { preferred: Some(1), ..TopologyAsk::default() },
@@ -450,7 +451,7 @@ mod tests {
     #[test]
     fn mixed_requires_a_rack_only_of_gangs_a_rack_can_hold() {
         let t = mixed(1, 1.0);
-        let rack_gpus = 20 * 8;
+        let rack_gpus = i64::from(MIXED_RACK_GPUS);
         let gpus = |a: &Arrival| i64::from(a.pods) * a.res.gpu;
         let required = |a: &Arrival, level| a.is_gang() && a.topology.required == Some(level);
         assert!(t.arrivals.iter().filter(|a| required(a, 1)).all(|a| gpus(a) <= rack_gpus));

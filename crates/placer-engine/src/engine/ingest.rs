@@ -100,11 +100,7 @@ impl Engine {
     }
 
     pub(super) fn apply_pod(&mut self, pod: Arc<Pod>, now_ms: u64) {
-        let key = pod
-            .metadata
-            .name
-            .as_deref()
-            .map(|name| self.canonical_pod_key(PodKey::new(pod_namespace(&pod), name)));
+        let key = self.key_of(&pod);
         if let Some(key) = &key {
             if self.confirm_in_place(key, &pod, now_ms) || self.refresh_in_place(key, &pod, None) {
                 return;

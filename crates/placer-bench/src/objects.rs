@@ -327,9 +327,9 @@ mod tests {
         let raw = pod("g1-0", Some("g1"), PodShape::GPU_WORKER);
         let p = PodInfo::from_pod(Arc::new(raw.clone())).expect("pod reads");
         assert_eq!(&*p.key.namespace, NAMESPACE);
-        assert_eq!(p.group.as_deref(), Some("g1"));
+        assert_eq!(p.group_name(), Some("g1"));
         assert_eq!((p.requests.cpu, p.requests.memory, p.requests.get(GPU)), (4_000, 32 << 30, 1));
-        assert_eq!(p.scheduler_name, SCHEDULER_NAME);
+        assert_eq!(&*p.scheduler_name, SCHEDULER_NAME);
         let b = bound(&raw, "h1");
         assert_eq!(b.spec.and_then(|s| s.node_name).as_deref(), Some("h1"));
 

@@ -247,12 +247,12 @@ impl SchedulerController {
 
     fn group_of(&self, pod: &PodKey) -> Option<GroupKey> {
         let info = self.engine.pod(pod)?;
-        info.group.as_ref().map(|g| GroupKey::new(pod.namespace.clone(), g.clone()))
+        info.group_key()
     }
 
     /// The pod's scheduler profile (its `schedulerName`), for the `profile` label.
     fn profile_of(&self, pod: &PodKey) -> String {
-        self.engine.pod(pod).map(|p| p.scheduler_name.clone()).unwrap_or_default()
+        self.engine.pod(pod).map(|p| p.scheduler_name.to_string()).unwrap_or_default()
     }
 
     /// Starts the SLI timer of a pod that entered the queue; forgets pods that left it
@@ -278,7 +278,7 @@ impl SchedulerController {
     /// [`Self::attempt`] for a pod the engine knows, labelled with its profile (no copy
     /// of the name: this runs for every member of every failed PodGroup attempt).
     fn attempt_of(&mut self, pod: &PodKey, result: &'static str, seconds: f64) {
-        let profile = self.engine.pod(pod).map_or("", |p| p.scheduler_name.as_str());
+        let profile = self.engine.pod(pod).map_or("", |p| &*p.scheduler_name);
         count_attempt(&mut *self.observer, profile, result, seconds);
     }
 

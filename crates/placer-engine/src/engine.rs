@@ -29,7 +29,9 @@ use crate::framework::group::GroupOutcome;
 use crate::framework::preemption::GroupHooks;
 use crate::framework::{BindWrites, Framework};
 use crate::metrics::*;
-use crate::model::{GroupKey, GroupPolicy, NodeId, NodeStatic, ObjectKey, PodGroupInfo, PodInfo, PodKey};
+use crate::model::{
+    GroupKey, GroupPolicy, KeyRef, NodeId, NodeStatic, ObjectKey, PodGroupInfo, PodInfo, PodKey,
+};
 use crate::observer::Observer;
 use crate::placement::{schedule_pod_group, GroupContext, PlacementFramework};
 use crate::podgroup::{
@@ -79,6 +81,16 @@ pub use storage::StorageEvent;
 /// A pod's namespace as the engine keys it (`default` when unset).
 fn pod_namespace(pod: &Pod) -> &str {
     pod.metadata.namespace.as_deref().unwrap_or("default")
+}
+
+/// The `Scheduled` event's message, `Successfully assigned NS/NAME to NODE` (one per bound
+/// pod: written out rather than through `format!`'s machinery).
+fn scheduled_message(key: &PodKey, node_name: &str) -> String {
+    const PREFIX: &str = "Successfully assigned ";
+    let parts = [PREFIX, &key.namespace, "/", &key.name, " to ", node_name];
+    let mut message = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    parts.iter().for_each(|p| message.push_str(p));
+    message
 }
 
 /// Something the caller must carry out in the cluster, in order.
@@ -151,7 +163,7 @@ struct PriorityClassInfo {
 /// A pod the engine asked to bind, until the store confirms it.
 #[derive(Debug, Clone)]
 struct Assumed {
-    node: String,
+    node: Arc<str>,
     queued: QueuedPod,
     /// The bound copy the snapshot counted when the pod was assumed: while the snapshot
     /// still holds this very copy, the binding's confirmation takes it as the record.
@@ -315,7 +327,7 @@ impl Engine {
 
     /// The node of an unconfirmed binding.
     pub fn assumed_node(&self, key: &PodKey) -> Option<&str> {
-        self.assumed.get(key).map(|a| a.node.as_str())
+        self.assumed.get(key).map(|a| &*a.node)
     }
 
     /// Objects that could not be read since the last call (for logging).
@@ -353,7 +365,11 @@ impl Engine {
     /// knows the pod ([`Self::canonical_pod_key`]).
     fn key_of(&self, pod: &Pod) -> Option<PodKey> {
         let name = pod.metadata.name.as_deref()?;
-        Some(self.canonical_pod_key(PodKey::new(pod_namespace(pod), name)))
+        let key = KeyRef::new(pod_namespace(pod), name);
+        Some(match self.pods.get_key_value(key.as_dyn()) {
+            Some((known, _)) => known.clone(),
+            None => key.to_key(),
+        })
     }
 
     /// Applies a pod update its caller made itself: `pod` is the version whose
@@ -607,11 +623,11 @@ impl Engine {
                 consumer: w.consumer,
             });
         }
-        let node_name = self.snapshot.node(node).name().to_string();
+        let node_name = self.snapshot.node(node).shared_name().clone();
         let mut bound = (*queued.pod).clone();
         bound.node_name = Some(node_name.clone());
         let counted = Arc::new(bound);
-        self.snapshot.upsert_pod(counted.clone());
+        self.snapshot.upsert_pod_on(counted.clone(), node);
         let key = queued.pod.key.clone();
         self.forget_nomination(&key);
         if let Some(deadline_ms) = self.binding_deadline(&queued.pod, self.now_ms) {
@@ -633,10 +649,7 @@ impl Engine {
     /// The binding of an assumed pod and its `Scheduled` event.
     fn emit_bind(&self, key: &PodKey, uid: &str, node_name: &str, out: &mut Vec<Decision>) {
         out.push(Decision::Bind { pod: key.clone(), uid: uid.to_string(), node: node_name.to_string() });
-        out.push(Decision::ScheduledEvent {
-            pod: key.clone(),
-            message: format!("Successfully assigned {key} to {node_name}"),
-        });
+        out.push(Decision::ScheduledEvent { pod: key.clone(), message: scheduled_message(key, node_name) });
     }
 
     /// Reports a failed pod and puts it back in the unschedulable pool. `clear_nomination`:

@@ -39,14 +39,17 @@ pub struct ObjectKey {
 impl ObjectKey {
     pub fn new(namespace: impl Into<Arc<str>>, name: impl Into<Arc<str>>) -> Self {
         let (namespace, name) = (namespace.into(), name.into());
-        let hash = {
-            use std::hash::{Hash, Hasher};
-            let mut h = rustc_hash::FxHasher::default();
-            namespace.hash(&mut h);
-            name.hash(&mut h);
-            h.finish()
-        };
+        let hash = Self::hash_of(&namespace, &name);
         ObjectKey { namespace, name, hash }
+    }
+
+    /// The hash of the key `namespace/name` (what [`ObjectKey::content_hash`] returns).
+    fn hash_of(namespace: &str, name: &str) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        namespace.hash(&mut h);
+        name.hash(&mut h);
+        h.finish()
     }
 
     /// `FxHasher` over the namespace, then the name, as a `str` hashes (computed once, when
@@ -97,6 +100,71 @@ impl fmt::Display for ObjectKey {
     }
 }
 
+/// `namespace/name` borrowed from an object: finds an [`ObjectKey`] in a map without
+/// making one (two string allocations, and their release, per lookup). A map keyed by
+/// `ObjectKey` is searched with `map.get(key_ref.as_dyn())`: `ObjectKey` borrows as
+/// `dyn KeyParts`, which hashes and compares as the key does.
+pub struct KeyRef<'a> {
+    namespace: &'a str,
+    name: &'a str,
+    hash: u64,
+}
+
+impl<'a> KeyRef<'a> {
+    pub fn new(namespace: &'a str, name: &'a str) -> Self {
+        KeyRef { namespace, name, hash: ObjectKey::hash_of(namespace, name) }
+    }
+
+    /// The form map lookups take.
+    pub fn as_dyn(&self) -> &(dyn KeyParts + 'a) {
+        self
+    }
+
+    /// The owned key (allocates both strings).
+    pub fn to_key(&self) -> ObjectKey {
+        ObjectKey { namespace: self.namespace.into(), name: self.name.into(), hash: self.hash }
+    }
+}
+
+/// What a key is made of, owned ([`ObjectKey`]) or borrowed ([`KeyRef`]). Hash and
+/// equality of `dyn KeyParts` are [`ObjectKey`]'s: the precomputed hash, then the names.
+pub trait KeyParts {
+    fn parts(&self) -> (u64, &str, &str);
+}
+
+impl KeyParts for ObjectKey {
+    fn parts(&self) -> (u64, &str, &str) {
+        (self.hash, &self.namespace, &self.name)
+    }
+}
+
+impl KeyParts for KeyRef<'_> {
+    fn parts(&self) -> (u64, &str, &str) {
+        (self.hash, self.namespace, self.name)
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn KeyParts + 'a> for ObjectKey {
+    fn borrow(&self) -> &(dyn KeyParts + 'a) {
+        self
+    }
+}
+
+impl std::hash::Hash for dyn KeyParts + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.parts().0);
+    }
+}
+
+impl PartialEq for dyn KeyParts + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        let ((h1, ns1, n1), (h2, ns2, n2)) = (self.parts(), other.parts());
+        h1 == h2 && n1 == n2 && ns1 == ns2
+    }
+}
+
+impl Eq for dyn KeyParts + '_ {}
+
 pub type PodKey = ObjectKey;
 pub type GroupKey = ObjectKey;
 
@@ -116,7 +184,8 @@ pub struct PodInfo {
     /// between the clones of this info (e.g. the assumed copy made at binding).
     pub view: Arc<PodSchedulingView>,
     pub key: PodKey,
-    pub uid: String,
+    /// `metadata.uid` (shared: every copy of the record, e.g. the bound one, holds it).
+    pub uid: Arc<str>,
     /// Effective requests as Kubernetes computes them: max(sum of containers (plus
     /// restartable init containers), each init container) plus overhead. Never includes
     /// `pods`.
@@ -127,15 +196,17 @@ pub struct PodInfo {
     pub priority: i32,
     /// `spec.preemptionPolicy == Never`.
     pub preemption_never: bool,
-    /// `spec.schedulingGroup.podGroupName` (shared, so that [`PodInfo::group_key`] copies
-    /// no string).
-    pub group: Option<Arc<str>>,
+    /// The PodGroup named by `spec.schedulingGroup.podGroupName`, in the pod's namespace
+    /// (its key made once, so that [`PodInfo::group_key`] neither copies a string nor
+    /// hashes one).
+    pub group: Option<GroupKey>,
     /// `spec.nodeName`: bound (or, inside a cycle, assumed) node.
-    pub node_name: Option<String>,
+    pub node_name: Option<Arc<str>>,
     /// `status.nominatedNodeName`.
     pub nominated_node_name: Option<String>,
-    /// `spec.schedulerName` ("default-scheduler" when unset).
-    pub scheduler_name: String,
+    /// `spec.schedulerName` ("default-scheduler" when unset; that name is one string
+    /// shared by every record).
+    pub scheduler_name: Arc<str>,
     /// Has at least one scheduling gate.
     pub gated: bool,
     /// Phase Succeeded or Failed: uses no capacity.
@@ -415,6 +486,23 @@ pub enum ModelError {
     MissingName { kind: &'static str },
 }
 
+/// The record's `spec.schedulerName` ("default-scheduler" for an unset or empty field).
+/// Nearly every pod names the same scheduler: the last name read is kept per thread and
+/// shared by the next record that names it, instead of a new string per pod.
+fn scheduler_name(name: Option<&str>) -> Arc<str> {
+    thread_local! {
+        static LAST: std::cell::RefCell<Arc<str>> = std::cell::RefCell::new(Arc::from("default-scheduler"));
+    }
+    let name = name.filter(|n| !n.is_empty()).unwrap_or("default-scheduler");
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if &**last != name {
+            *last = Arc::from(name);
+        }
+        last.clone()
+    })
+}
+
 impl PodInfo {
     /// Reads a pod; the object is dropped once its fields are copied out. Fails only on
     /// unreadable quantities.
@@ -444,22 +532,20 @@ impl PodInfo {
         let status = pod.status.as_ref();
         let phase = status.and_then(|s| s.phase.as_deref());
         let view = PodSchedulingView::of(&pod);
+        let group = spec
+            .and_then(|s| s.scheduling_group.as_ref())
+            .and_then(|g| g.pod_group_name.as_deref())
+            .map(|g| GroupKey::new(key.namespace.clone(), g));
         Ok(PodInfo {
             key,
-            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            uid: pod.metadata.uid.as_deref().unwrap_or_default().into(),
             requests,
             priority: view.spec_priority.unwrap_or(0),
             preemption_never: spec.and_then(|s| s.preemption_policy.as_deref()) == Some("Never"),
-            group: spec
-                .and_then(|s| s.scheduling_group.as_ref())
-                .and_then(|g| g.pod_group_name.as_deref())
-                .map(Arc::from),
-            node_name: spec.and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()),
+            group,
+            node_name: spec.and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()).map(Arc::from),
             nominated_node_name: status.and_then(|s| s.nominated_node_name.clone()).filter(|n| !n.is_empty()),
-            scheduler_name: spec
-                .and_then(|s| s.scheduler_name.clone())
-                .filter(|n| !n.is_empty())
-                .unwrap_or_else(|| "default-scheduler".to_string()),
+            scheduler_name: scheduler_name(spec.and_then(|s| s.scheduler_name.as_deref())),
             gated: !view.scheduling_gates.is_empty(),
             terminal: matches!(phase, Some("Succeeded") | Some("Failed")),
             deleting: pod.metadata.deletion_timestamp.is_some(),
@@ -470,7 +556,12 @@ impl PodInfo {
     /// The PodGroup the pod belongs to (`spec.schedulingGroup.podGroupName`, in the pod's
     /// namespace), by key.
     pub fn group_key(&self) -> Option<GroupKey> {
-        self.group.as_ref().map(|g| GroupKey::new(self.key.namespace.clone(), g.clone()))
+        self.group.clone()
+    }
+
+    /// `spec.schedulingGroup.podGroupName`.
+    pub fn group_name(&self) -> Option<&str> {
+        self.group.as_ref().map(|g| &*g.name)
     }
 
     /// `metadata.labels`.
@@ -616,7 +707,7 @@ pub fn pod_requests(
 #[derive(Debug, Clone)]
 pub struct NodeStatic {
     pub node: Arc<Node>,
-    pub name: String,
+    pub name: Arc<str>,
     pub allocatable: Resources,
     pub unschedulable: bool,
     /// `Ready` condition is `True`, or absent (the scenario format's default).
@@ -648,7 +739,7 @@ impl NodeStatic {
         Ok(NodeStatic {
             not_ready_since_unix_ms,
             unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
-            name,
+            name: name.into(),
             allocatable,
             ready,
             node,
@@ -730,6 +821,31 @@ mod tests {
     use placer_api::k8s::api::core::v1::{Container, PodSpec, ResourceRequirements};
     use placer_api::k8s::apimachinery::pkg::api::resource::Quantity;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn a_borrowed_key_finds_the_owned_key_made_from_the_same_strings_and_no_other() {
+        let mut map: rustc_hash::FxHashMap<ObjectKey, u32> = Default::default();
+        for (i, (ns, name)) in
+            [("ns", "pod-1"), ("ns", "pod-2"), ("other", "pod-1"), ("ns-", "pod-1")].iter().enumerate()
+        {
+            map.insert(ObjectKey::new(*ns, *name), i as u32);
+        }
+        for ((ns, name), want) in [
+            (("ns", "pod-1"), Some(0)),
+            (("other", "pod-1"), Some(2)),
+            (("ns-", "pod-1"), Some(3)),
+            (("ns", "pod-3"), None),
+            (("n", "spod-1"), None),
+        ] {
+            let borrowed = KeyRef::new(ns, name);
+            assert_eq!(map.get(borrowed.as_dyn()).copied(), want, "{ns}/{name}");
+            let owned = borrowed.to_key();
+            assert_eq!(owned, ObjectKey::new(ns, name));
+            assert_eq!(owned.content_hash(), ObjectKey::new(ns, name).content_hash());
+            let (found, _) = map.get_key_value(borrowed.as_dyn()).unzip();
+            assert_eq!(found.is_some(), want.is_some());
+        }
+    }
 
     #[test]
     fn keys_made_apart_from_the_same_strings_are_one_key_and_order_by_namespace_then_name() {
@@ -932,13 +1048,13 @@ mod tests {
         assert!(v.reports_not_ready);
 
         assert_eq!(info.key, ObjectKey::new("ns", "p"));
-        assert_eq!(info.uid, "u-1");
+        assert_eq!(&*info.uid, "u-1");
         assert_eq!(info.requests.cpu, 1000);
         assert_eq!(info.priority, 5);
         assert!(info.preemption_never && info.gated && !info.terminal && !info.deleting);
-        assert_eq!(info.group.as_deref(), Some("pg"));
+        assert_eq!(info.group_name(), Some("pg"));
         assert_eq!(info.nominated_node_name.as_deref(), Some("n1"));
-        assert_eq!(info.scheduler_name, "placer");
+        assert_eq!(&*info.scheduler_name, "placer");
         assert!(info.has_pod_affinity() && info.has_required_pod_anti_affinity());
 
         let mut by_annotation = pod.clone();

@@ -106,6 +106,11 @@ impl NodeState {
         &self.info.name
     }
 
+    /// The name, shared: bound pods' records hold it without a copy.
+    pub fn shared_name(&self) -> &Arc<str> {
+        &self.info.name
+    }
+
     /// Allocatable minus requested, per resource (may be negative when overcommitted).
     pub fn free(&self) -> Resources {
         let mut f = self.info.allocatable.clone();
@@ -179,14 +184,14 @@ pub struct Mark(usize);
 #[derive(Debug, Default, Clone)]
 pub struct Snapshot {
     nodes: Vec<Option<NodeState>>,
-    by_name: FxHashMap<String, NodeId>,
+    by_name: FxHashMap<Arc<str>, NodeId>,
     /// Live nodes sorted by name: the deterministic iteration order.
     order: Vec<NodeId>,
     free_ids: Vec<NodeId>,
     /// Where each counted pod is.
     location: FxHashMap<PodKey, NodeId>,
     /// Bound pods whose node is not (yet) known, by node name.
-    orphans: FxHashMap<String, Vec<Arc<PodInfo>>>,
+    orphans: FxHashMap<Arc<str>, Vec<Arc<PodInfo>>>,
     undo: Vec<Undo>,
     /// Bumped on every change (node or pod), for caches.
     generation: u64,
@@ -420,7 +425,7 @@ impl Snapshot {
                 self.choose_hot_scalar(name.clone());
             }
         }
-        if let Some(&id) = self.by_name.get(&info.name) {
+        if let Some(&id) = self.by_name.get(&*info.name) {
             if let Some(n) = self.nodes[id.0 as usize].as_mut() {
                 self.last_stamp += 1;
                 n.stamp = self.last_stamp;
@@ -449,7 +454,7 @@ impl Snapshot {
         let mut state = NodeState::new(info);
         self.last_stamp += 1;
         state.stamp = self.last_stamp;
-        for pod in self.orphans.remove(&name).unwrap_or_default() {
+        for pod in self.orphans.remove(&*name).unwrap_or_default() {
             state.add_pod(pod);
         }
         let hot = NodeHot::of(&state, self.hot_scalar.as_ref());
@@ -473,7 +478,7 @@ impl Snapshot {
         }
         // Keep `order` sorted by name: binary insertion instead of a full re-sort, so
         // loading n nodes costs O(n log n) comparisons rather than O(n^2 log n).
-        let pos = self.order.partition_point(|other| self.node(*other).name() < name.as_str());
+        let pos = self.order.partition_point(|other| self.node(*other).name() < &*name);
         self.order.insert(pos, id);
         self.by_name.insert(name, id);
         id
@@ -491,7 +496,7 @@ impl Snapshot {
                 for p in &state.pods {
                     self.location.remove(&p.key);
                 }
-                self.orphans.insert(name.to_string(), state.pods);
+                self.orphans.insert(state.info.name.clone(), state.pods);
             }
             self.free_ids.push(id);
             self.order.retain(|other| *other != id);
@@ -507,13 +512,30 @@ impl Snapshot {
         }
         let Some(node_name) = pod.node_name.clone() else { return };
         self.durable_change();
-        match self.by_name.get(&node_name) {
+        match self.by_name.get(&*node_name) {
             Some(&id) => {
                 self.location.insert(pod.key.clone(), id);
                 self.with_node(id, |n| n.add_pod(pod)).expect("live node");
             }
             None => self.orphans.entry(node_name).or_default().push(pod),
         }
+    }
+
+    /// [`Self::upsert_pod`] for a pod bound to the live node `id` (`pod.node_name` is its
+    /// name): the node is not looked up by name.
+    pub fn upsert_pod_on(&mut self, pod: Arc<PodInfo>, id: NodeId) {
+        debug_assert_eq!(
+            pod.node_name.as_deref(),
+            Some(self.node(id).name()),
+            "the pod is bound to node {id:?}"
+        );
+        self.remove_pod(&pod.key);
+        if pod.terminal {
+            return;
+        }
+        self.durable_change();
+        self.location.insert(pod.key.clone(), id);
+        self.with_node(id, |n| n.add_pod(pod)).expect("live node");
     }
 
     /// Forgets a pod wherever it is counted.

@@ -193,9 +193,7 @@ impl Sim {
         for info in groups {
             let members: Vec<PodInfo> = pods
                 .iter()
-                .filter(|p| {
-                    p.key.namespace == info.key.namespace && p.group.as_deref() == Some(&*info.key.name)
-                })
+                .filter(|p| p.key.namespace == info.key.namespace && p.group_name() == Some(&*info.key.name))
                 .cloned()
                 .collect();
             let unit = info
@@ -270,7 +268,7 @@ impl Sim {
                 continue;
             };
             let node = &*n.info.node;
-            let mut t = TasNode::new(n.info.name.clone(), values, n.free.clone());
+            let mut t = TasNode::new(n.info.name.to_string(), values, n.free.clone());
             t.worker_ok = passes_filters(&worker_pod.view, node);
             t.leader_ok = leader_pod.is_none_or(|p| passes_filters(&p.view, node));
             t.affinity_score = preferred_score(&worker_pod.view, node);

@@ -48,7 +48,7 @@ impl Engine {
         // (an update since, e.g. a status write before the binding landed, replaced it).
         let current = self.pods.get(key);
         let Some(assumed) = self.assumed.get(key) else { return false };
-        if assumed.node != node || !current.is_some_and(|c| Arc::ptr_eq(c, &assumed.queued.pod)) {
+        if *assumed.node != *node || !current.is_some_and(|c| Arc::ptr_eq(c, &assumed.queued.pod)) {
             return false;
         }
         if !self.sources.get(key).is_some_and(|read| differs_only_by_binding(read, pod)) {

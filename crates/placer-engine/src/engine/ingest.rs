@@ -36,10 +36,10 @@ impl Engine {
         match info.not_ready_since_unix_ms {
             Some(since) => {
                 let deadline = since.saturating_add(crate::tas::NODE_FAILURE_DELAY_MS);
-                self.node_failure_deadlines.insert(info.name.clone(), deadline);
+                self.node_failure_deadlines.insert(info.name.to_string(), deadline);
             }
             None => {
-                self.node_failure_deadlines.remove(&info.name);
+                self.node_failure_deadlines.remove(&*info.name);
             }
         }
         self.snapshot.upsert_node(info);

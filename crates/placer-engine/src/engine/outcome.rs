@@ -142,7 +142,7 @@ impl Engine {
                 ("unschedulable", false, REASON_UNSCHEDULABLE, message)
             }
             GroupOutcome::EvictForNodeFailure { failed_nodes, message } => {
-                let pods: Vec<(PodKey, String)> = cycle
+                let pods: Vec<(PodKey, Arc<str>)> = cycle
                     .scheduled
                     .iter()
                     .filter_map(|(k, _)| self.pods.get(k).map(|p| (k.clone(), p.uid.clone())))
@@ -152,7 +152,7 @@ impl Engine {
                 }
                 out.push(Decision::EvictForNodeFailure {
                     group: key.clone(),
-                    pods,
+                    pods: pods.into_iter().map(|(k, uid)| (k, uid.to_string())).collect(),
                     failed_nodes,
                     message: message.clone(),
                 });

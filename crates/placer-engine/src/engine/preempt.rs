@@ -49,7 +49,7 @@ impl Preemptor<'_> {
     fn event_message(&self, on: Option<&str>) -> String {
         match self {
             Preemptor::Pod(p) => {
-                let who = if p.uid.is_empty() { p.key.to_string() } else { p.uid.clone() };
+                let who = if p.uid.is_empty() { p.key.to_string() } else { p.uid.to_string() };
                 match on {
                     Some(node) => format!("Preempted by pod {who} on node {node}"),
                     None => format!("Preempted by pod {who}"),
@@ -78,7 +78,7 @@ pub(super) struct PreemptionState {
     pub(super) nominations: BTreeMap<PodKey, String>,
     /// Victims whose eviction was decided and whose deletion has not been observed yet
     /// (pod -> uid of the victim).
-    pub(super) evicting: BTreeMap<PodKey, String>,
+    pub(super) evicting: BTreeMap<PodKey, Arc<str>>,
 }
 
 impl PreemptionState {
@@ -318,7 +318,11 @@ impl Engine {
         let message = preemptor.event_message(on.as_deref());
         for v in victims {
             self.preempt.evicting.insert(v.key.clone(), v.uid.clone());
-            out.push(Decision::Evict { pod: v.key.clone(), uid: v.uid.clone(), message: message.clone() });
+            out.push(Decision::Evict {
+                pod: v.key.clone(),
+                uid: v.uid.to_string(),
+                message: message.clone(),
+            });
         }
         let preemptor = preemptor.to_string();
         for (group, n) in disrupted_groups(&self.groups, victims) {

@@ -456,7 +456,7 @@ proptest! {
         }
         for (g, (min, constrained)) in gangs.iter().enumerate() {
             let gname = format!("g{g}");
-            let members: Vec<&PodInfo> = a.pods.values().filter(|p| p.group.as_deref() == Some(gname.as_str())).map(|p| p.as_ref()).collect();
+            let members: Vec<&PodInfo> = a.pods.values().filter(|p| p.group_name() == Some(gname.as_str())).map(|p| p.as_ref()).collect();
             let bound: Vec<&PodInfo> = members.iter().copied().filter(|p| p.node_name.is_some()).collect();
             let min = usize::from(min % 4) + 1;
             prop_assert!(bound.is_empty() || bound.len() >= min, "gang {} bound {} < min {}", gname, bound.len(), min);
@@ -806,4 +806,36 @@ fn every_key_of_a_known_pod_shares_the_strings_of_the_first() {
     // A pod the engine does not know keeps its own key.
     let unknown = key("nobody");
     assert!(same(&unknown, &e.canonical_pod_key(unknown.clone())));
+}
+
+#[test]
+fn a_bound_record_shares_its_node_name_uid_and_scheduler_name_instead_of_copying_them() {
+    let mut e = engine();
+    apply_all(&mut e, vec![node("n1", "4", json!({})), pod("a", "1", None), pod("b", "1", None)]);
+    let d = e.schedule(0, &mut NoopObserver);
+    let bound: Vec<(&PodKey, &str)> = d
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Bind { pod, node, .. } => Some((pod, node.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(bound.len(), 2);
+    let id = e.snapshot().node_id("n1").unwrap();
+    let counted = e.snapshot().counted_pod(&key("a")).unwrap().clone();
+    assert_eq!(counted.node_name.as_deref(), Some("n1"));
+    assert!(Arc::ptr_eq(counted.node_name.as_ref().unwrap(), e.snapshot().node(id).shared_name()));
+    let other = e.snapshot().counted_pod(&key("b")).unwrap();
+    assert!(Arc::ptr_eq(&counted.scheduler_name, &other.scheduler_name), "one scheduler name for both");
+    let a = e.pod(&key("a")).unwrap();
+    assert!(Arc::ptr_eq(&counted.uid, &a.uid) || a.uid.is_empty() && counted.uid.is_empty());
+    assert_eq!(counted.group_key(), a.group_key());
+    let events: Vec<&str> = d
+        .iter()
+        .filter_map(|d| match d {
+            Decision::ScheduledEvent { message, .. } => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(events.contains(&"Successfully assigned default/a to n1"), "{events:?}");
 }

@@ -267,7 +267,7 @@ mod tests {
                 let read_old = crate::model::PodInfo::from_pod(std::sync::Arc::new(old)).expect("reads");
                 let read_new = crate::model::PodInfo::from_pod(std::sync::Arc::new(new.clone())).expect("reads");
                 let mut expected = read_old;
-                expected.node_name = new.spec.as_ref().and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
+                expected.node_name = new.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()).map(std::sync::Arc::from);
                 proptest::prop_assert_eq!(read_new, expected);
             }
         }

@@ -69,7 +69,7 @@ pub fn post_filter_message(snap: &Snapshot, pod: &PodInfo) -> Option<&'static st
             continue;
         }
         let reserved = c.entry.claim.status.as_ref().and_then(|s| s.reserved_for.as_deref()).unwrap_or(&[]);
-        if reserved.iter().all(|r| r.uid == pod.uid) {
+        if reserved.iter().all(|r| *r.uid == *pod.uid) {
             return None;
         }
     }

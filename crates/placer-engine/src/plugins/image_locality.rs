@@ -142,10 +142,10 @@ mod tests {
         let ids: Vec<NodeId> = snap.nodes().map(|n| snap.node_id(&n.info.name).unwrap()).collect();
         let plugin = ImageLocality;
         if plugin.pre_score(&mut state, &snap, &ids) == PreResult::Skip {
-            return ids.iter().map(|&id| (snap.node(id).info.name.clone(), 0)).collect();
+            return ids.iter().map(|&id| (snap.node(id).info.name.to_string(), 0)).collect();
         }
         ids.iter()
-            .map(|&id| (snap.node(id).info.name.clone(), plugin.score(&state, &snap, id, snap.node(id))))
+            .map(|&id| (snap.node(id).info.name.to_string(), plugin.score(&state, &snap, id, snap.node(id))))
             .collect()
     }
 

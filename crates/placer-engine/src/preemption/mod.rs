@@ -68,7 +68,7 @@ pub struct PreemptionEnv<'a> {
     pub pods: &'a FxHashMap<PodKey, Arc<PodInfo>>,
     /// Victims already being evicted (deletion requested, not yet observed), with the uid
     /// of the pod the eviction was meant for.
-    pub evicting: &'a BTreeMap<PodKey, String>,
+    pub evicting: &'a BTreeMap<PodKey, std::sync::Arc<str>>,
 }
 
 impl PreemptionEnv<'_> {

@@ -211,8 +211,7 @@ impl<'a> PodPreemptor<'a> {
             .iter()
             .filter(|p| is_running(p) && p.priority < pod.priority)
             .filter(|p| {
-                own_group
-                    .is_none_or(|g| p.key.namespace != g.namespace || p.group.as_deref() != Some(&*g.name))
+                own_group.is_none_or(|g| p.key.namespace != g.namespace || p.group_name() != Some(&*g.name))
             })
             .map(|p| VictimUnit::single(p.clone(), node))
             .collect();

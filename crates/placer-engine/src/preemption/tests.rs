@@ -92,7 +92,7 @@ struct World {
     groups: GroupIndex,
     pdbs: BTreeMap<PodKey, Arc<PodDisruptionBudget>>,
     pods: FxHashMap<PodKey, Arc<PodInfo>>,
-    evicting: BTreeMap<PodKey, String>,
+    evicting: BTreeMap<PodKey, std::sync::Arc<str>>,
     fw: Framework,
     feasible: Vec<Box<dyn PlacementFeasible>>,
 }
@@ -116,7 +116,7 @@ impl World {
 
     fn add(&mut self, pod: Arc<PodInfo>) -> &mut Self {
         if let Some(g) = &pod.group {
-            self.groups.entry_mut(&GroupKey::new("default", g.clone())).members.insert(pod.key.clone());
+            self.groups.entry_mut(g).members.insert(pod.key.clone());
         }
         self.snap.upsert_pod(pod.clone());
         self.pods.insert(pod.key.clone(), pod);

@@ -279,7 +279,7 @@ impl DraState {
     fn is_for_pod(&self, pod: &PodInfo, entry: &ClaimEntry) -> Result<(), String> {
         let controller =
             entry.claim.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true));
-        if controller.is_some_and(|o| o.uid == pod.uid && o.kind == "Pod") {
+        if controller.is_some_and(|o| *o.uid == *pod.uid && o.kind == "Pod") {
             return Ok(());
         }
         let claim = &entry.key;
@@ -288,13 +288,13 @@ impl DraState {
             (Some(group), true) => {
                 let by_group = controller.is_some_and(|o| {
                     o.kind == "PodGroup"
-                        && *o.name == **group
+                        && *o.name == *group.name
                         && o.api_version.starts_with(&format!("{SCHEDULING_GROUP}/"))
                 });
                 if by_group {
                     return Ok(());
                 }
-                let group_key = format!("{}/{group}", pod_key.namespace);
+                let group_key = group;
                 Err(format!(
                     "ResourceClaim {claim} was not created for Pod {pod_key} or PodGroup {group_key} (neither Pod nor PodGroup is the owner)"
                 ))
@@ -309,11 +309,7 @@ impl DraState {
     /// name), otherwise the pod.
     pub fn consumer(&self, pod: &PodInfo, pod_claim: &str) -> ResourceClaimConsumerReference {
         let entry = pod.view.resource_claims.iter().find(|c| c.name == pod_claim);
-        let group = pod
-            .group
-            .as_ref()
-            .filter(|_| self.workload_claims)
-            .and_then(|g| self.groups.get(&ObjectKey::new(pod.key.namespace.clone(), g.clone())));
+        let group = pod.group.as_ref().filter(|_| self.workload_claims).and_then(|g| self.groups.get(g));
         if let (Some(entry), Some(group)) = (entry, group) {
             let same = group.spec.resource_claims.iter().flatten().any(|g| {
                 g.name == entry.name
@@ -333,7 +329,7 @@ impl DraState {
             api_group: None,
             resource: "pods".to_string(),
             name: pod.key.name.to_string(),
-            uid: pod.uid.clone(),
+            uid: pod.uid.to_string(),
         }
     }
 

@@ -210,7 +210,7 @@ fn volume_is_for_pod(pod: &PodInfo, pvc: &PersistentVolumeClaim) -> Result<(), S
         .owner_references
         .iter()
         .flatten()
-        .any(|o| o.controller == Some(true) && o.uid == pod.uid);
+        .any(|o| o.controller == Some(true) && *o.uid == *pod.uid);
     if owned {
         Ok(())
     } else {

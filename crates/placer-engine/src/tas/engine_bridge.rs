@@ -533,7 +533,7 @@ impl DeviceNeed {
             .filter(|c| c.allocation.is_none())
             .filter(|c| {
                 c.entry.claim.metadata.owner_references.iter().flatten().any(|o| {
-                    o.controller == Some(true) && o.kind == "Pod" && o.uid == pod.uid && !pod.uid.is_empty()
+                    o.controller == Some(true) && o.kind == "Pod" && *o.uid == *pod.uid && !pod.uid.is_empty()
                 })
             })
             .map(|c| c.entry)

@@ -473,12 +473,12 @@ impl DraState {
         let empty = BTreeMap::new();
         let labels = node.node.metadata.labels.as_ref().unwrap_or(&empty);
         let reaches = |node_name: Option<&String>, all: Option<bool>, sel: Option<&NodeSelector>| {
-            node_name.is_some_and(|n| *n == node.name)
+            node_name.is_some_and(|n| **n == *node.name)
                 || all == Some(true)
                 || sel.is_some_and(|s| node_selector_terms_match(&s.node_selector_terms, &node.name, labels))
         };
         let mut names: Vec<&String> =
-            [node.name.as_str(), ""].iter().filter_map(|n| self.by_node.get(*n)).flatten().collect();
+            [&*node.name, ""].iter().filter_map(|n| self.by_node.get(*n)).flatten().collect();
         names.sort();
         let mut out = Vec::new();
         let off = self.disabled;

@@ -85,7 +85,7 @@ impl DraState {
                 .iter()
                 .flatten()
                 .find(|o| o.controller == Some(true))
-                .is_some_and(|o| o.kind == "Pod" && o.uid == pod.uid && !pod.uid.is_empty());
+                .is_some_and(|o| o.kind == "Pod" && *o.uid == *pod.uid && !pod.uid.is_empty());
             let reserved =
                 claim.status.as_ref().and_then(|s| s.reserved_for.as_ref()).is_some_and(|r| !r.is_empty());
             if c.allocation.is_some()
@@ -115,7 +115,7 @@ impl DraState {
     ) -> Option<u32> {
         let cands = self.candidates(node);
         let node_local_only = cands.iter().all(|c| {
-            c.slice.spec.node_name.as_deref() == Some(node.name.as_str())
+            c.slice.spec.node_name.as_deref() == Some(&*node.name)
                 && c.slice.spec.per_device_node_selection != Some(true)
                 && !c.multi
                 && c.consumes.is_empty()

@@ -65,7 +65,7 @@ fn reaches(slice: &ResourceSlice, node: &NodeStatic) -> bool {
     let matches = |name: Option<&String>,
                    all: Option<bool>,
                    sel: Option<&placer_api::k8s::api::core::v1::NodeSelector>| {
-        name.is_some_and(|n| *n == node.name)
+        name.is_some_and(|n| **n == *node.name)
             || all == Some(true)
             || sel.is_some_and(|s| node_selector_terms_match(&s.node_selector_terms, &node.name, labels))
     };
@@ -121,7 +121,7 @@ impl DraState {
         if self.troubled.is_empty() {
             return out;
         }
-        let names = [node.name.as_str(), ""].into_iter().filter_map(|n| self.by_node.get(n)).flatten();
+        let names = [&*node.name, ""].into_iter().filter_map(|n| self.by_node.get(n)).flatten();
         let mut reaching: BTreeMap<PoolKey, Vec<&ResourceSlice>> = BTreeMap::new();
         for s in names.filter_map(|n| self.slices.get(n)) {
             let key = (s.spec.driver.clone(), s.spec.pool.name.clone());

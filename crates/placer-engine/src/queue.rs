@@ -32,8 +32,11 @@ pub enum Admission {
     Admit,
     /// The pod waits; the message says why (e.g. `waiting for minCount pods from a gang to
     /// appear in scheduling queue`).
-    Reject(String),
+    Reject(Reason),
 }
+
+/// PreEnqueue's message: the fixed ones (e.g. a gang's quorum) are not copied per member.
+pub type Reason = std::borrow::Cow<'static, str>;
 
 /// Where a queued pod is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,7 +48,7 @@ pub enum QueueState {
     /// Waits for an event that could help.
     Unschedulable,
     /// Rejected by PreEnqueue, with its message.
-    Gated { reason: String },
+    Gated { reason: Reason },
 }
 
 /// A pod as the queue keeps it.
@@ -100,7 +103,7 @@ struct GroupWaiting {
     unschedulable: BTreeSet<(u64, PodKey)>,
     /// Gated members, by reason. Members gated by their own scheduling gates are not here:
     /// their verdict depends only on the pod, and it changes only through `upsert`.
-    gated: BTreeMap<String, BTreeSet<(u64, PodKey)>>,
+    gated: BTreeMap<Reason, BTreeSet<(u64, PodKey)>>,
 }
 
 impl GroupWaiting {
@@ -260,7 +263,7 @@ impl SchedulingQueue {
     }
 
     /// Gates a queued pod (PreEnqueue rejected it at pop time or after a change).
-    pub fn gate(&mut self, queued: QueuedPod, reason: String) {
+    pub fn gate(&mut self, queued: QueuedPod, reason: Reason) {
         self.remove(&queued.pod.key);
         self.insert_entry(queued, QueueState::Gated { reason });
     }
@@ -399,7 +402,7 @@ impl SchedulingQueue {
             .entries
             .iter()
             .filter_map(|(k, e)| match &e.state {
-                QueueState::Gated { reason } => Some((e.queued.arrival, k.clone(), reason.clone())),
+                QueueState::Gated { reason } => Some((e.queued.arrival, k.clone(), reason.to_string())),
                 _ => None,
             })
             .collect();
@@ -728,7 +731,7 @@ mod tests {
     /// else the group's verdict.
     fn member_verdict(q: &SchedulingQueue, key: &PodKey, group: &Admission) -> Admission {
         match q.get(key) {
-            Some(m) if m.pod.gated => Admission::Reject(format!("gates of {}", m.pod.key.name)),
+            Some(m) if m.pod.gated => Admission::Reject(format!("gates of {}", m.pod.key.name).into()),
             _ => group.clone(),
         }
     }
@@ -791,7 +794,7 @@ mod tests {
                     Op::Upsert { i, gates, v } => {
                         let name = format!("m{i}");
                         let p = if gates { gated_pod(&name, "pg") } else { pod(&name, 0, Some("pg")) };
-                        let a = if gates { Admission::Reject(format!("gates of {name}")) } else { verdict(v) };
+                        let a = if gates { Admission::Reject(format!("gates of {name}").into()) } else { verdict(v) };
                         fast.upsert(p.clone(), a.clone(), 0);
                         plain.upsert(p, a, 0);
                     }
@@ -897,7 +900,7 @@ mod tests {
                 assert!(q.groups.get(&g).is_some_and(|set| set.contains(&member)));
                 let waiting = q.group_waiting.get(&g).is_some_and(|w| w.unschedulable.contains(&member));
                 assert_eq!(waiting, e.state == QueueState::Unschedulable, "{key}");
-                let gated_for = |reason: &String| {
+                let gated_for = |reason: &Reason| {
                     q.group_waiting
                         .get(&g)
                         .and_then(|w| w.gated.get(reason))
@@ -1085,7 +1088,7 @@ mod tests {
                             (true, Some(g)) => gated_pod(&name, g),
                             _ => pod(&name, (i % 3) as i32, group),
                         };
-                        let a = if gates { Admission::Reject(format!("gates of {name}")) } else { verdict(v) };
+                        let a = if gates { Admission::Reject(format!("gates of {name}").into()) } else { verdict(v) };
                         fast.upsert(p.clone(), a.clone(), now);
                         plain.upsert(p, a, now);
                     }

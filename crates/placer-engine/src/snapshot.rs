@@ -529,12 +529,28 @@ impl Snapshot {
             Some(self.node(id).name()),
             "the pod is bound to node {id:?}"
         );
-        self.remove_pod(&pod.key);
         if pod.terminal {
+            self.remove_pod(&pod.key);
             return;
         }
+        // `remove_pod`, then `location.insert`, with one probe of the location map.
+        let previous = match self.location.entry(pod.key.clone()) {
+            std::collections::hash_map::Entry::Occupied(mut e) => Some(std::mem::replace(e.get_mut(), id)),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(id);
+                None
+            }
+        };
+        match previous {
+            Some(old) => {
+                self.durable_change();
+                self.with_node(old, |n| n.remove_pod(&pod.key));
+            }
+            None => {
+                self.remove_orphan(&pod.key);
+            }
+        }
         self.durable_change();
-        self.location.insert(pod.key.clone(), id);
         self.with_node(id, |n| n.add_pod(pod)).expect("live node");
     }
 
@@ -544,6 +560,11 @@ impl Snapshot {
             self.durable_change();
             return self.with_node(id, |n| n.remove_pod(key)).flatten();
         }
+        self.remove_orphan(key)
+    }
+
+    /// Forgets a pod counted as an orphan (bound to a node the snapshot lacks), if it is.
+    fn remove_orphan(&mut self, key: &PodKey) -> Option<Arc<PodInfo>> {
         let removed = self.orphans.values_mut().find_map(|pods| {
             let i = pods.iter().position(|p| &p.key == key)?;
             Some(pods.swap_remove(i))

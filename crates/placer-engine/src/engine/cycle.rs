@@ -78,11 +78,11 @@ impl Engine {
         };
         if self.groups.info(&group_key).is_none() {
             let reason = waiting_for_group_message(&group_key.name);
-            self.queue.gate(first, reason);
+            self.queue.gate(first, reason.into());
             return;
         }
         if let Some(reason) = self.tas_unit_wait_reason(&group_key) {
-            self.queue.gate(first, reason);
+            self.queue.gate(first, reason.into());
             return;
         }
         let timer = obs.start_timer();

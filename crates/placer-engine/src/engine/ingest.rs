@@ -293,8 +293,12 @@ impl Engine {
     /// its gated members and move its unschedulable members on.
     pub(super) fn group_changed(&mut self, group: &GroupKey, now_ms: u64) {
         // In `topologyLevels` mode the other PodGroups of a PodSet group wait for this one.
+        let siblings = self.tas_siblings(group);
+        if siblings.is_empty() && !self.queue.group_has_waiting(group) {
+            return; // what `retain` below would leave: no group (and no allocation)
+        }
         let mut groups = vec![group.clone()];
-        groups.extend(self.tas_siblings(group));
+        groups.extend(siblings);
         let generic = self.gate(Gate::GenericWorkload);
         // A group none of whose members waits in the unschedulable pool or gated has no
         // member to move: its verdict is not computed (every confirmed binding of a member
@@ -330,22 +334,22 @@ impl Engine {
     /// PreEnqueue's verdict on a pod with scheduling gates.
     pub(super) fn gated_admission(pod: &PodInfo) -> Admission {
         let gates = pod.view.scheduling_gates.join(" ");
-        Admission::Reject(format!("waiting for scheduling gates: [{gates}]"))
+        Admission::Reject(format!("waiting for scheduling gates: [{gates}]").into())
     }
 
     /// PreEnqueue's verdict on an ungated member of `group` (the same for every member).
     pub(super) fn group_admission(&self, group: &GroupKey) -> Admission {
         match self.groups.info(group) {
-            None => Admission::Reject(waiting_for_group_message(&group.name)),
+            None => Admission::Reject(waiting_for_group_message(&group.name).into()),
             Some(info) => match info.policy {
                 GroupPolicy::Gang { min_count }
                     if self.gate(Gate::GangScheduling)
                         && self.groups.member_count(group) < min_count as usize =>
                 {
-                    Admission::Reject(MSG_WAITING_FOR_QUORUM.to_string())
+                    Admission::Reject(MSG_WAITING_FOR_QUORUM.into())
                 }
                 _ => match self.tas_unit_wait_reason(group) {
-                    Some(reason) => Admission::Reject(reason),
+                    Some(reason) => Admission::Reject(reason.into()),
                     None => Admission::Admit,
                 },
             },

@@ -160,6 +160,44 @@ mod tests {
         ]
     }
 
+    /// `upsert_pod_on` (the engine's bind, one probe of the location map) against
+    /// `upsert_pod` from the same state: a new pod, a pod moved from another node, the same
+    /// node again, and an orphan whose node then appears under another name.
+    #[test]
+    fn filing_a_pod_on_a_node_id_is_upsert_pod() {
+        let build = || {
+            let mut s = Snapshot::new();
+            for n in ["n1", "n2"] {
+                s.upsert_node(node(n).cpu("4").mem("8Gi").build());
+            }
+            s.upsert_pod(Arc::new(pod("moved").cpu("1").on("n1").build()));
+            s.upsert_pod(Arc::new(pod("orphan").cpu("1").on("gone").build()));
+            s
+        };
+        let view = |s: &Snapshot| {
+            let names = ["new", "moved", "orphan"];
+            let located: Vec<_> = names.iter().map(|p| s.pod_node(&PodKey::new("default", *p))).collect();
+            let pods: Vec<Vec<String>> = ["n1", "n2"]
+                .iter()
+                .map(|n| s.node(s.node_id(n).unwrap()).pods.iter().map(|p| p.key.name.to_string()).collect())
+                .collect();
+            let hot: Vec<NodeHot> = ["n1", "n2"].iter().map(|n| *s.hot(s.node_id(n).unwrap())).collect();
+            (located, pods, hot)
+        };
+        for (name, to) in [("new", "n2"), ("moved", "n2"), ("moved", "n1"), ("orphan", "n2")] {
+            let (mut a, mut b) = (build(), build());
+            let p = Arc::new(pod(name).cpu("1").on(to).build());
+            a.upsert_pod(p.clone());
+            b.upsert_pod_on(p, b.node_id(to).unwrap());
+            assert_eq!(view(&a), view(&b), "{name} to {to}");
+            assert_eq!(a.durable_generation, b.durable_generation, "{name} to {to}");
+            a.upsert_node(node("gone").cpu("4").mem("8Gi").build());
+            b.upsert_node(node("gone").cpu("4").mem("8Gi").build());
+            let orphans = |s: &Snapshot| s.node(s.node_id("gone").unwrap()).pods.len();
+            assert_eq!(orphans(&a), orphans(&b), "{name} to {to}: orphans left");
+        }
+    }
+
     proptest! {
         /// The dense records equal what each node's state reads as, through node upserts
         /// (the hot extended resource chosen when the first node offers one, after nodes

@@ -30,7 +30,7 @@ use crate::framework::preemption::GroupHooks;
 use crate::framework::{BindWrites, Framework};
 use crate::metrics::*;
 use crate::model::{
-    GroupKey, GroupPolicy, KeyRef, NodeId, NodeStatic, ObjectKey, PodGroupInfo, PodInfo, PodKey,
+    GroupKey, GroupPolicy, KeyParts, KeyRef, NodeId, NodeStatic, ObjectKey, PodGroupInfo, PodInfo, PodKey,
 };
 use crate::observer::Observer;
 use crate::placement::{schedule_pod_group, GroupContext, PlacementFramework};
@@ -355,10 +355,12 @@ impl Engine {
     /// afresh from each watch event otherwise compares its bytes at every lookup). Returns
     /// `key` itself for a pod the engine does not know.
     pub fn canonical_pod_key(&self, key: PodKey) -> PodKey {
-        match self.pods.get_key_value(&key) {
-            Some((known, _)) => known.clone(),
-            None => key,
-        }
+        self.known_pod_key(&key).cloned().unwrap_or(key)
+    }
+
+    /// The key the engine holds for a pod, owned or borrowed in the lookup.
+    fn known_pod_key(&self, key: &dyn KeyParts) -> Option<&PodKey> {
+        self.pods.get_key_value(key).map(|(known, _)| known)
     }
 
     /// The key of a pod object (none without a name), shared with the engine's when it
@@ -366,10 +368,7 @@ impl Engine {
     fn key_of(&self, pod: &Pod) -> Option<PodKey> {
         let name = pod.metadata.name.as_deref()?;
         let key = KeyRef::new(pod_namespace(pod), name);
-        Some(match self.pods.get_key_value(key.as_dyn()) {
-            Some((known, _)) => known.clone(),
-            None => key.to_key(),
-        })
+        Some(self.known_pod_key(key.as_dyn()).cloned().unwrap_or_else(|| key.to_key()))
     }
 
     /// Applies a pod update its caller made itself: `pod` is the version whose

@@ -204,8 +204,8 @@ pub struct PodInfo {
     pub node_name: Option<Arc<str>>,
     /// `status.nominatedNodeName`.
     pub nominated_node_name: Option<String>,
-    /// `spec.schedulerName` ("default-scheduler" when unset; that name is one string
-    /// shared by every record).
+    /// `spec.schedulerName` ("default-scheduler" when unset), shared with the records read
+    /// before it that name the same scheduler.
     pub scheduler_name: Arc<str>,
     /// Has at least one scheduling gate.
     pub gated: bool,

@@ -506,23 +506,21 @@ impl Snapshot {
     /// Counts a pod that holds capacity (bound, not terminal). Replaces an earlier version
     /// of the same pod. Pods that hold no capacity are removed.
     pub fn upsert_pod(&mut self, pod: Arc<PodInfo>) {
+        if let Some(id) = pod.node_name.as_deref().and_then(|n| self.by_name.get(n).copied()) {
+            return self.upsert_pod_on(pod, id);
+        }
         self.remove_pod(&pod.key);
         if pod.terminal {
             return;
         }
         let Some(node_name) = pod.node_name.clone() else { return };
         self.durable_change();
-        match self.by_name.get(&*node_name) {
-            Some(&id) => {
-                self.location.insert(pod.key.clone(), id);
-                self.with_node(id, |n| n.add_pod(pod)).expect("live node");
-            }
-            None => self.orphans.entry(node_name).or_default().push(pod),
-        }
+        self.orphans.entry(node_name).or_default().push(pod);
     }
 
     /// [`Self::upsert_pod`] for a pod bound to the live node `id` (`pod.node_name` is its
-    /// name): the node is not looked up by name.
+    /// name): the node is not looked up by name. What `remove_pod` then `location.insert`
+    /// would do, with one probe of the location map.
     pub fn upsert_pod_on(&mut self, pod: Arc<PodInfo>, id: NodeId) {
         debug_assert_eq!(
             pod.node_name.as_deref(),
@@ -533,7 +531,6 @@ impl Snapshot {
             self.remove_pod(&pod.key);
             return;
         }
-        // `remove_pod`, then `location.insert`, with one probe of the location map.
         let previous = match self.location.entry(pod.key.clone()) {
             std::collections::hash_map::Entry::Occupied(mut e) => Some(std::mem::replace(e.get_mut(), id)),
             std::collections::hash_map::Entry::Vacant(e) => {

@@ -160,11 +160,22 @@ mod tests {
         ]
     }
 
-    /// `upsert_pod_on` (the engine's bind, one probe of the location map) against
-    /// `upsert_pod` from the same state: a new pod, a pod moved from another node, the same
-    /// node again, and an orphan whose node then appears under another name.
+    /// `upsert_pod_on` (one probe of the location map; `upsert_pod` files every pod whose
+    /// node is known through it) against the plain sequence, `remove_pod` then
+    /// `location.insert`, from the same state: a new pod, a pod moved from another node,
+    /// the same node again, an orphan whose node then appears under another name, and a
+    /// terminal pod.
     #[test]
-    fn filing_a_pod_on_a_node_id_is_upsert_pod() {
+    fn filing_a_pod_with_one_probe_is_remove_then_insert() {
+        let plain = |s: &mut Snapshot, pod: Arc<crate::model::PodInfo>, id| {
+            s.remove_pod(&pod.key);
+            if pod.terminal {
+                return;
+            }
+            s.durable_change();
+            s.location.insert(pod.key.clone(), id);
+            s.with_node(id, |n| n.add_pod(pod)).expect("live node");
+        };
         let build = || {
             let mut s = Snapshot::new();
             for n in ["n1", "n2"] {
@@ -184,11 +195,21 @@ mod tests {
             let hot: Vec<NodeHot> = ["n1", "n2"].iter().map(|n| *s.hot(s.node_id(n).unwrap())).collect();
             (located, pods, hot)
         };
-        for (name, to) in [("new", "n2"), ("moved", "n2"), ("moved", "n1"), ("orphan", "n2")] {
+        let cases = [
+            ("new", "n2", false),
+            ("moved", "n2", false),
+            ("moved", "n1", false),
+            ("orphan", "n2", false),
+            ("moved", "n2", true),
+        ];
+        for (name, to, terminal) in cases {
             let (mut a, mut b) = (build(), build());
-            let p = Arc::new(pod(name).cpu("1").on(to).build());
-            a.upsert_pod(p.clone());
-            b.upsert_pod_on(p, b.node_id(to).unwrap());
+            let mut p = pod(name).cpu("1").on(to).build();
+            p.terminal = terminal;
+            let p = Arc::new(p);
+            let id = a.node_id(to).unwrap();
+            plain(&mut a, p.clone(), id);
+            b.upsert_pod(p);
             assert_eq!(view(&a), view(&b), "{name} to {to}");
             assert_eq!(a.durable_generation, b.durable_generation, "{name} to {to}");
             a.upsert_node(node("gone").cpu("4").mem("8Gi").build());

@@ -205,6 +205,9 @@ pub struct Engine {
     /// Failed single-pod attempts of the current pass, repeated for identical pods while
     /// nothing they read changes ([`single_failures`]).
     single_failures: single_failures::SingleFailures,
+    /// Failed PodGroup cycles of the current pass, repeated for PodGroups of the same shape
+    /// while nothing they read changes ([`group_failures`]).
+    group_failures: group_failures::GroupFailures,
     /// Objects that could not be read (node names and messages), for the caller to log.
     ingest_errors: Vec<String>,
     /// How PodGroups are decided, chosen once from the configuration.
@@ -277,6 +280,7 @@ impl Engine {
             next_start_node_index: 0,
             single_reuse: crate::schedule_one::SingleReuse::default(),
             single_failures: single_failures::SingleFailures::default(),
+            group_failures: group_failures::GroupFailures::default(),
             ingest_errors: Vec::new(),
             strategy: Strategy::new(&config),
             tas: tas_unit::TasState::default(),
@@ -481,6 +485,7 @@ impl Engine {
         let mut out = std::mem::take(&mut self.pending);
         self.now_ms = now_ms;
         self.single_failures.clear();
+        self.group_failures.clear();
         let wall =
             self.wall_offset_ms.map(|off| i64::try_from(now_ms).unwrap_or(i64::MAX).saturating_add(off));
         self.snapshot.set_now_unix_ms(wall);
@@ -725,6 +730,9 @@ mod binding_wait;
 mod confirm;
 mod cycle;
 mod explain;
+#[cfg(test)]
+mod group_failure_tests;
+mod group_failures;
 mod ingest;
 pub use crate::placement::{PlacementScores, ScoredPlacement};
 pub use confirm::ReleasedPodObject;

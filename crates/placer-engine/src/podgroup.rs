@@ -210,6 +210,21 @@ pub fn same_fit_signature_but_labels(a: &PodInfo, b: &PodInfo, labels: bool) -> 
     sa == sb
 }
 
+/// Whether two pods read the same inputs as members of a PodGroup cycle, their PodGroups
+/// aside (the caller compares those): [`same_fit_signature_but_labels`], and the same
+/// namespace, scheduler, `preemptionPolicy`, placing index (the hierarchical strategy's
+/// index order) and images (ImageLocality scores the placements). The reuse of failed
+/// PodGroup cycles (`engine/group_failures.rs`) compares members pairwise with it.
+pub fn same_member_inputs(a: &PodInfo, b: &PodInfo, labels: bool) -> bool {
+    a.key.namespace == b.key.namespace
+        && a.scheduler_name == b.scheduler_name
+        && a.preemption_never == b.preemption_never
+        && a.view.pod_index == b.view.pod_index
+        && a.view.pod_index_offset == b.view.pod_index_offset
+        && a.view.images == b.view.images
+        && same_fit_signature_but_labels(a, b, labels)
+}
+
 /// Whether `pod` has a fit signature (see [`same_fit_signature`]).
 pub fn has_fit_signature(pod: &PodInfo) -> bool {
     fit_signature(pod, false).is_some()

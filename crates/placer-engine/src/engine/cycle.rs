@@ -107,7 +107,13 @@ impl Engine {
         let mut queued: FxHashMap<PodKey, QueuedPod> =
             members.into_iter().map(|m| (m.pod.key.clone(), m)).collect();
 
-        let decisions = self.decide(&cycles, obs);
+        let decisions = match self.group_failure_state(&cycles) {
+            Some(state) => match self.reused_group_failure(state, &cycles[0].1, obs) {
+                Some(decision) => vec![Some(decision)],
+                None => self.decide_recorded(state, &cycles, obs),
+            },
+            None => self.decide(&cycles, obs),
+        };
         let secs = obs.elapsed_seconds(algorithm_timer);
         obs.observe(METRIC_PODGROUP_ALGORITHM_DURATION, &[], secs);
         let mut results: Vec<&'static str> = Vec::with_capacity(cycles.len());
@@ -131,7 +137,7 @@ impl Engine {
 
     /// The strategy's decisions for a unit's cycles (same order; `None`: a cycle without
     /// pods to place). The only place the two strategies differ.
-    fn decide(
+    pub(super) fn decide(
         &mut self,
         cycles: &[(GroupKey, GroupCycle)],
         obs: &mut dyn Observer,

@@ -1,0 +1,246 @@
+//! Failed PodGroup cycles reused within one [`Engine::schedule`] pass: a PodGroup whose
+//! cycle failed, with nothing to preempt, fails the same way for the next PodGroup of the
+//! same shape as long as nothing the cycle reads changed. The group counterpart of
+//! `single_failures.rs` (kube-scheduler's opportunistic batching of identical pods, seed
+//! 004, applied to whole groups and to failures; exact). A queue of identical gangs
+//! waiting for room, retried after every completion, is the case it is for.
+//!
+//! A cycle's result is a function of:
+//! - its PodGroup's scheduling inputs: policy and `minCount` in effect, topology key,
+//!   resolved priority, disruption mode, the whole `spec` but `podGroupTemplateRef` (which
+//!   the engine does not read), its annotations and labels (the hierarchical strategy's
+//!   requests), its namespace, and its `creationTimestamp` only where Kueue's preemption
+//!   policy `LowerOrNewerEqualPriority` compares it;
+//! - its members' inputs, in cycle order ([`crate::podgroup::same_member_inputs`]: the fit
+//!   signature, namespace, scheduler, `preemptionPolicy`, placing index, images; labels
+//!   only while some placed pod has required anti-affinity);
+//! - the engine's state: the snapshot, the nominated pods, the victims being evicted, PDBs,
+//!   PodGroups and pods.
+//!
+//! Entries are kept only while the state is unchanged, as for single pods: the snapshot's
+//! `state_id` and the eviction epoch are those the entry was computed at, no pod is
+//! nominated anywhere, and every entry is dropped at the start of a pass (events change
+//! PDBs, PodGroups and pods only between passes).
+//!
+//! Only cycles that cannot depend on who they are take part: a unit of one PodGroup, with
+//! no member already bound or assumed, no failed node to replace, no PodGroup
+//! ResourceClaims, members with a fit signature and no nominated node. Only failures that
+//! do not name the group or a member are recorded (a message that names them is not the
+//! next group's message). A reused failure is reported as the plain cycle reports it: the
+//! same decision, and the metrics the cycle counted (its durations as measured then). The
+//! tests in `group_failure_tests.rs` compare passes with and without the reuse.
+
+use super::*;
+use crate::framework::group::{GroupCycle, GroupDecision};
+use crate::strategy::Strategy;
+
+/// Entries kept per pass at most (distinct failing shapes; more are not cached).
+const MAX_ENTRIES: usize = 32;
+
+/// A metric call made by a recorded cycle.
+#[derive(Debug, Clone)]
+enum Call {
+    Count(&'static str, Vec<(&'static str, String)>, u64),
+    Observe(&'static str, Vec<(&'static str, String)>, f64),
+    Gauge(&'static str, Vec<(&'static str, String)>, f64),
+}
+
+fn owned(labels: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+    labels.iter().map(|(k, v)| (*k, (*v).to_string())).collect()
+}
+
+/// Forwards every call to `inner` and keeps the metric calls, to repeat them on reuse.
+pub(super) struct Recorder<'a> {
+    inner: &'a mut dyn Observer,
+    calls: Vec<Call>,
+}
+
+impl Observer for Recorder<'_> {
+    fn count(&mut self, name: &'static str, labels: &[(&'static str, &str)], value: u64) {
+        self.calls.push(Call::Count(name, owned(labels), value));
+        self.inner.count(name, labels, value);
+    }
+    fn observe(&mut self, name: &'static str, labels: &[(&'static str, &str)], value: f64) {
+        self.calls.push(Call::Observe(name, owned(labels), value));
+        self.inner.observe(name, labels, value);
+    }
+    fn gauge(&mut self, name: &'static str, labels: &[(&'static str, &str)], value: f64) {
+        self.calls.push(Call::Gauge(name, owned(labels), value));
+        self.inner.gauge(name, labels, value);
+    }
+    fn start_timer(&mut self) -> u64 {
+        self.inner.start_timer()
+    }
+    fn elapsed_seconds(&mut self, token: u64) -> f64 {
+        self.inner.elapsed_seconds(token)
+    }
+    fn records_gauges(&self) -> bool {
+        self.inner.records_gauges()
+    }
+}
+
+fn replay(calls: &[Call], obs: &mut dyn Observer) {
+    for call in calls {
+        let (Call::Count(name, labels, _) | Call::Observe(name, labels, _) | Call::Gauge(name, labels, _)) =
+            call;
+        let labels: Vec<(&'static str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        match call {
+            Call::Count(_, _, v) => obs.count(name, &labels, *v),
+            Call::Observe(_, _, v) => obs.observe(name, &labels, *v),
+            Call::Gauge(_, _, v) => obs.gauge(name, &labels, *v),
+        }
+    }
+}
+
+/// A failed cycle: the cycle, its decision and the metrics it counted.
+#[derive(Debug)]
+struct Entry {
+    cycle: GroupCycle,
+    decision: GroupDecision,
+    calls: Vec<Call>,
+}
+
+/// The group failures of the current pass (see the module documentation).
+#[derive(Debug, Default)]
+pub(super) struct GroupFailures {
+    /// The snapshot state and eviction epoch the entries hold for.
+    at: Option<(u64, u64)>,
+    entries: Vec<Entry>,
+    /// Whether reuse is on (tests compare with it off).
+    pub(super) off: bool,
+    /// Cycles answered from an entry.
+    pub(super) hits: u64,
+}
+
+impl GroupFailures {
+    /// Drops every entry (a new pass: events may have changed anything).
+    pub(super) fn clear(&mut self) {
+        self.at = None;
+        self.entries.clear();
+    }
+}
+
+/// Whether two eligible cycles read the same inputs (see the module documentation).
+fn same_inputs(a: &GroupCycle, b: &GroupCycle, labels: bool, times: bool) -> bool {
+    let (ga, gb) = (&*a.group, &*b.group);
+    // Every field named, so that a new one has to be classified.
+    let crate::model::PodGroupInfo { pod_group: _, key, policy, topology_key, priority, disrupt_together } =
+        ga;
+    let placer_api::k8s::api::scheduling::v1alpha2::PodGroupSpec {
+        disruption_mode,
+        pod_group_template_ref: _, // not read by the engine
+        priority: spec_priority,
+        priority_class_name,
+        resource_claims: _, // none in an eligible cycle
+        scheduling_constraints,
+        scheduling_policy,
+    } = &ga.pod_group.spec;
+    let (ma, mb) = (&ga.pod_group.metadata, &gb.pod_group.metadata);
+    let sb = &gb.pod_group.spec;
+    a.gang == b.gang
+        && a.min_count == b.min_count
+        && key.namespace == gb.key.namespace
+        && *policy == gb.policy
+        && *topology_key == gb.topology_key
+        && *priority == gb.priority
+        && *disrupt_together == gb.disrupt_together
+        && *disruption_mode == sb.disruption_mode
+        && *spec_priority == sb.priority
+        && *priority_class_name == sb.priority_class_name
+        && *scheduling_constraints == sb.scheduling_constraints
+        && *scheduling_policy == sb.scheduling_policy
+        && ma.annotations == mb.annotations
+        && ma.labels == mb.labels
+        && (!times || ma.creation_timestamp == mb.creation_timestamp)
+        && a.pods.len() == b.pods.len()
+        && a.pods.iter().zip(&b.pods).all(|(p, q)| crate::podgroup::same_member_inputs(p, q, labels))
+}
+
+/// Whether a message names the group or one of its members.
+fn names_someone(cycle: &GroupCycle, message: &str) -> bool {
+    message.contains(&*cycle.group.key.name) || cycle.pods.iter().any(|p| message.contains(&*p.key.name))
+}
+
+impl Engine {
+    /// The state a failure of the unit `cycles` can be reused in, if it can (see the module
+    /// documentation for what makes a unit eligible).
+    pub(super) fn group_failure_state(&self, cycles: &[(GroupKey, GroupCycle)]) -> Option<(u64, u64)> {
+        let [(key, cycle)] = cycles else { return None };
+        if self.group_failures.off
+            || !self.preempt.nominations.is_empty()
+            || !cycle.scheduled.is_empty()
+            || cycle.pods.is_empty()
+            || self.lost_on.contains_key(key)
+            || cycle.group.pod_group.spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty())
+            || !cycle
+                .pods
+                .iter()
+                .all(|p| p.nominated_node_name.is_none() && crate::podgroup::has_fit_signature(p))
+        {
+            return None;
+        }
+        Some((self.snapshot.state_id()?, self.single_failures.epoch))
+    }
+
+    /// Whether group creation times are read (Kueue's `LowerOrNewerEqualPriority`).
+    fn group_times_read(&self) -> bool {
+        matches!(self.strategy, Strategy::Hierarchical(_))
+            && self.config.within_cluster_queue
+                == crate::config::WithinClusterQueue::LowerOrNewerEqualPriority
+    }
+
+    /// The decision of an earlier failed cycle of this pass that `cycle`'s would repeat,
+    /// with the metrics it counted repeated on `obs`.
+    pub(super) fn reused_group_failure(
+        &mut self,
+        state: (u64, u64),
+        cycle: &GroupCycle,
+        obs: &mut dyn Observer,
+    ) -> Option<GroupDecision> {
+        if self.group_failures.at != Some(state) {
+            return None;
+        }
+        let labels = self.snapshot.num_pods_with_required_anti_affinity() > 0;
+        let times = self.group_times_read();
+        let entry =
+            self.group_failures.entries.iter().find(|e| same_inputs(&e.cycle, cycle, labels, times))?;
+        replay(&entry.calls, obs);
+        let decision = entry.decision.clone();
+        self.group_failures.hits += 1;
+        Some(decision)
+    }
+
+    /// Runs the strategy on `cycles` through a [`Recorder`] and records the result when it
+    /// is a failure that can be reused in `state` (computed before the cycle).
+    pub(super) fn decide_recorded(
+        &mut self,
+        state: (u64, u64),
+        cycles: &[(GroupKey, GroupCycle)],
+        obs: &mut dyn Observer,
+    ) -> Vec<Option<GroupDecision>> {
+        let mut recorder = Recorder { inner: obs, calls: Vec::new() };
+        let decisions = self.decide(cycles, &mut recorder);
+        let calls = recorder.calls;
+        let ([(_, cycle)], [Some(decision)]) = (cycles, decisions.as_slice()) else { return decisions };
+        let GroupOutcome::Unschedulable { message, pod_messages } = &decision.outcome else {
+            return decisions;
+        };
+        if decision.topology_assignment.is_some()
+            || !decision.unhealthy_nodes.is_empty()
+            || names_someone(cycle, message)
+            || pod_messages.iter().any(|(_, m)| names_someone(cycle, m))
+            || self.group_failure_state(cycles) != Some(state)
+        {
+            return decisions;
+        }
+        let cache = &mut self.group_failures;
+        if cache.at != Some(state) {
+            cache.at = Some(state);
+            cache.entries.clear();
+        }
+        if cache.entries.len() < MAX_ENTRIES {
+            cache.entries.push(Entry { cycle: cycle.clone(), decision: decision.clone(), calls });
+        }
+        decisions
+    }
+}

@@ -203,9 +203,15 @@ pub fn same_fit_signature(a: &PodInfo, b: &PodInfo) -> bool {
 /// with no such pod in the snapshot two pods that differ only in their labels pass and
 /// fail the same nodes for the same reasons.
 pub fn same_fit_signature_but_labels(a: &PodInfo, b: &PodInfo, labels: bool) -> bool {
-    let (Some(mut sa), Some(sb)) = (fit_signature(a, false), fit_signature(b, false)) else { return false };
+    /// What both signatures' labels are set to when labels do not count (not one pod's
+    /// labels compared with themselves: that walks the map).
+    static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+    let (Some(mut sa), Some(mut sb)) = (fit_signature(a, false), fit_signature(b, false)) else {
+        return false;
+    };
     if !labels && sa.anti_affinity.is_none() {
-        sa.labels = sb.labels;
+        sa.labels = &NO_LABELS;
+        sb.labels = &NO_LABELS;
     }
     sa == sb
 }

@@ -228,7 +228,11 @@ impl Engine {
         if decision.topology_assignment.is_some()
             || !decision.unhealthy_nodes.is_empty()
             || names_someone(cycle, message)
-            || pod_messages.iter().any(|(_, m)| names_someone(cycle, m))
+            || pod_messages
+                .iter()
+                .enumerate()
+                // Members' messages are mostly one string: each distinct one is searched.
+                .any(|(i, (_, m))| (i == 0 || *m != pod_messages[i - 1].1) && names_someone(cycle, m))
             || self.group_failure_state(cycles) != Some(state)
         {
             return decisions;

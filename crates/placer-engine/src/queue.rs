@@ -306,11 +306,17 @@ impl SchedulingQueue {
         let pool = std::mem::take(&mut self.unschedulable);
         let mut moved = 0;
         for (arrival, key) in pool {
-            if self.entries.get(&key).is_some_and(|e| could_help(&e.queued.pod)) {
-                self.move_on(&key, now_ms);
-                moved += 1;
-            } else {
-                self.unschedulable.insert(arrival, key);
+            match self.entries.get(&key) {
+                Some(e) if could_help(&e.queued.pod) => {
+                    // `move_on` without a second lookup.
+                    debug_assert_eq!(e.state, QueueState::Unschedulable);
+                    let state = Self::ready_state(&e.queued, now_ms);
+                    self.set_state(&key, state);
+                    moved += 1;
+                }
+                _ => {
+                    self.unschedulable.insert(arrival, key);
+                }
             }
         }
         moved
@@ -499,16 +505,23 @@ impl SchedulingQueue {
         let pod = entry.queued.pod.clone();
         self.unindex_state(&old, old_priority, arrival);
         self.index_state(&state, priority, arrival, key, &pod);
-        let Some(g) = pod.group_key() else { return };
-        if !waits_with_group(&old, &pod) && !waits_with_group(&state, &pod) {
+        let Some(g) = pod.group.as_ref() else { return };
+        let (was, will) = (waits_with_group(&old, &pod), waits_with_group(&state, &pod));
+        if !was && !will {
             return;
         }
         let member = (arrival, key.clone());
-        let w = self.group_waiting.entry(g.clone()).or_default();
-        w.forget(&member, &old);
-        w.file(member, &state, pod.gated);
-        if w.is_empty() {
-            self.group_waiting.remove(&g);
+        // A member that waited is in its group's waiting sets: found without copying the key.
+        if let Some(w) = self.group_waiting.get_mut(g).filter(|_| was) {
+            w.forget(&member, &old);
+            if will {
+                w.file(member, &state, pod.gated);
+            }
+            if w.is_empty() {
+                self.group_waiting.remove(g);
+            }
+        } else if will {
+            self.group_waiting.entry(g.clone()).or_default().file(member, &state, pod.gated);
         }
     }
 
@@ -523,18 +536,18 @@ impl SchedulingQueue {
     /// Removes an entry whose state index was already cleared by the caller.
     fn take_entry_detached(&mut self, key: &PodKey) -> Option<Entry> {
         let entry = self.entries.remove(key)?;
-        if let Some(g) = entry.queued.pod.group_key() {
+        if let Some(g) = entry.queued.pod.group.as_ref() {
             let member = (entry.queued.arrival, key.clone());
-            if let Some(w) = self.group_waiting.get_mut(&g) {
+            if let Some(w) = self.group_waiting.get_mut(g) {
                 w.forget(&member, &entry.state);
                 if w.is_empty() {
-                    self.group_waiting.remove(&g);
+                    self.group_waiting.remove(g);
                 }
             }
-            if let Some(set) = self.groups.get_mut(&g) {
+            if let Some(set) = self.groups.get_mut(g) {
                 set.remove(&member);
                 if set.is_empty() {
-                    self.groups.remove(&g);
+                    self.groups.remove(g);
                 }
             }
         }

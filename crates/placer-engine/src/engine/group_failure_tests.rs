@@ -128,13 +128,7 @@ fn settle(e: &mut Engine, decisions: &[Decision], delete: Option<usize>) {
             _ => None,
         })
         .collect();
-    let bound: Vec<&PodKey> = decisions
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Bind { pod, .. } => Some(pod),
-            _ => None,
-        })
-        .collect();
+    let bound = super::tests::bound_keys(decisions);
     if let Some(i) = delete.filter(|_| !bound.is_empty()) {
         gone.push(bound[i % bound.len()].clone());
     }

@@ -66,13 +66,7 @@ fn engine(reuse: bool) -> Engine {
 /// Binds as a store would, and deletes the bound pod `delete` picks (a pod finishing).
 fn settle(e: &mut Engine, decisions: &[Decision], delete: Option<usize>) {
     super::tests::confirm(e, decisions);
-    let bound: Vec<&PodKey> = decisions
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Bind { pod, .. } => Some(pod),
-            _ => None,
-        })
-        .collect();
+    let bound = super::tests::bound_keys(decisions);
     if let Some(i) = delete.filter(|_| !bound.is_empty()) {
         e.apply(ClusterEvent::PodDeleted(bound[i % bound.len()].clone()), 0);
     }

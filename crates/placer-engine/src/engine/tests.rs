@@ -66,6 +66,17 @@ fn apply_all(e: &mut Engine, events: Vec<ClusterEvent>) {
     }
 }
 
+/// The pods `decisions` bind, in order.
+pub(super) fn bound_keys(decisions: &[Decision]) -> Vec<&PodKey> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Bind { pod, .. } => Some(pod),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Binds as a store would: every `Bind` comes back as a bound pod.
 pub(super) fn confirm(e: &mut Engine, decisions: &[Decision]) {
     for d in decisions {

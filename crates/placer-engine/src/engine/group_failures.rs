@@ -34,9 +34,6 @@ use super::*;
 use crate::framework::group::{GroupCycle, GroupDecision};
 use crate::strategy::Strategy;
 
-/// Entries kept per pass at most (distinct failing shapes; more are not cached).
-const MAX_ENTRIES: usize = 32;
-
 /// A metric call made by a recorded cycle.
 #[derive(Debug, Clone)]
 enum Call {
@@ -94,31 +91,14 @@ fn replay(calls: &[Call], obs: &mut dyn Observer) {
 
 /// A failed cycle: the cycle, its decision and the metrics it counted.
 #[derive(Debug)]
-struct Entry {
+pub(super) struct Entry {
     cycle: GroupCycle,
     decision: GroupDecision,
     calls: Vec<Call>,
 }
 
 /// The group failures of the current pass (see the module documentation).
-#[derive(Debug, Default)]
-pub(super) struct GroupFailures {
-    /// The snapshot state and eviction epoch the entries hold for.
-    at: Option<(u64, u64)>,
-    entries: Vec<Entry>,
-    /// Whether reuse is on (tests compare with it off).
-    pub(super) off: bool,
-    /// Cycles answered from an entry.
-    pub(super) hits: u64,
-}
-
-impl GroupFailures {
-    /// Drops every entry (a new pass: events may have changed anything).
-    pub(super) fn clear(&mut self) {
-        self.at = None;
-        self.entries.clear();
-    }
-}
+pub(super) type GroupFailures = super::single_failures::PassFailures<Entry>;
 
 /// Whether two eligible cycles read the same inputs (see the module documentation).
 fn same_inputs(a: &GroupCycle, b: &GroupCycle, labels: bool, times: bool) -> bool {
@@ -179,7 +159,7 @@ impl Engine {
         {
             return None;
         }
-        Some((self.snapshot.state_id()?, self.single_failures.epoch))
+        Some((self.snapshot.state_id()?, self.preempt.eviction_epoch))
     }
 
     /// Whether group creation times are read (Kueue's `LowerOrNewerEqualPriority`).
@@ -197,13 +177,13 @@ impl Engine {
         cycle: &GroupCycle,
         obs: &mut dyn Observer,
     ) -> Option<GroupDecision> {
-        if self.group_failures.at != Some(state) {
-            return None;
-        }
         let labels = self.snapshot.num_pods_with_required_anti_affinity() > 0;
         let times = self.group_times_read();
-        let entry =
-            self.group_failures.entries.iter().find(|e| same_inputs(&e.cycle, cycle, labels, times))?;
+        let entry = self
+            .group_failures
+            .entries_at(state)
+            .iter()
+            .find(|e| same_inputs(&e.cycle, cycle, labels, times))?;
         replay(&entry.calls, obs);
         let decision = entry.decision.clone();
         self.group_failures.hits += 1;
@@ -237,14 +217,7 @@ impl Engine {
         {
             return decisions;
         }
-        let cache = &mut self.group_failures;
-        if cache.at != Some(state) {
-            cache.at = Some(state);
-            cache.entries.clear();
-        }
-        if cache.entries.len() < MAX_ENTRIES {
-            cache.entries.push(Entry { cycle: cycle.clone(), decision: decision.clone(), calls });
-        }
+        self.group_failures.record(state, Entry { cycle: cycle.clone(), decision: decision.clone(), calls });
         decisions
     }
 }

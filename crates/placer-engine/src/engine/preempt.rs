@@ -79,6 +79,9 @@ pub(super) struct PreemptionState {
     /// Victims whose eviction was decided and whose deletion has not been observed yet
     /// (pod -> uid of the victim).
     pub(super) evicting: BTreeMap<PodKey, Arc<str>>,
+    /// Bumped when an eviction is decided: failures reused within a pass
+    /// (`single_failures.rs`, `group_failures.rs`) hold only for the epoch they were computed in.
+    pub(super) eviction_epoch: u64,
 }
 
 impl PreemptionState {
@@ -309,7 +312,7 @@ impl Engine {
         out: &mut Vec<Decision>,
     ) {
         // Victims being evicted change what later preemptions see.
-        self.single_failures.epoch += 1;
+        self.preempt.eviction_epoch += 1;
         let kind = preemptor.kind();
         let on = match nodes {
             [one] => Some(self.snapshot.node(*one).name().to_string()),

@@ -26,31 +26,59 @@
 use super::*;
 use crate::framework::FitError;
 
-/// Entries kept per pass at most (distinct failing signatures; more are not cached).
+/// Entries kept per pass at most (distinct failing shapes; more are not cached).
 const MAX_ENTRIES: usize = 32;
 
-/// The failures of the current pass (see the module documentation).
-#[derive(Debug, Default)]
-pub(super) struct SingleFailures {
-    /// The snapshot state and eviction epoch the entries hold for.
+/// Failures of the current pass, each kept for the state it was computed in (the snapshot's
+/// `state_id` and the eviction epoch): the store of both reuses, single pods (entries are a
+/// pod and its FitError) and whole PodGroups (`group_failures.rs`).
+#[derive(Debug)]
+pub(super) struct PassFailures<E> {
+    /// The state the entries hold for.
     at: Option<(u64, u64)>,
-    /// A pod that failed, and why.
-    entries: Vec<(Arc<PodInfo>, FitError)>,
-    /// Bumped when an eviction is decided.
-    pub(super) epoch: u64,
+    entries: Vec<E>,
     /// Whether reuse is on (tests compare with it off).
     pub(super) off: bool,
     /// Attempts answered from an entry.
     pub(super) hits: u64,
 }
 
-impl SingleFailures {
+impl<E> Default for PassFailures<E> {
+    fn default() -> Self {
+        PassFailures { at: None, entries: Vec::new(), off: false, hits: 0 }
+    }
+}
+
+impl<E> PassFailures<E> {
     /// Drops every entry (a new pass: events may have changed anything).
     pub(super) fn clear(&mut self) {
         self.at = None;
         self.entries.clear();
     }
+
+    /// The entries that hold in `state` (none when they were computed in another).
+    pub(super) fn entries_at(&self, state: (u64, u64)) -> &[E] {
+        if self.at == Some(state) {
+            &self.entries
+        } else {
+            &[]
+        }
+    }
+
+    /// Keeps `entry`, computed in `state` (entries of another state are dropped first).
+    pub(super) fn record(&mut self, state: (u64, u64), entry: E) {
+        if self.at != Some(state) {
+            self.at = Some(state);
+            self.entries.clear();
+        }
+        if self.entries.len() < MAX_ENTRIES {
+            self.entries.push(entry);
+        }
+    }
 }
+
+/// The single-pod failures of the current pass: a pod that failed, and why.
+pub(super) type SingleFailures = PassFailures<(Arc<PodInfo>, FitError)>;
 
 /// Whether two pods' single attempts read the same pod inputs.
 fn same_inputs(a: &PodInfo, b: &PodInfo, labels: bool) -> bool {
@@ -72,18 +100,19 @@ impl Engine {
         {
             return None;
         }
-        Some((self.snapshot.state_id()?, self.single_failures.epoch))
+        Some((self.snapshot.state_id()?, self.preempt.eviction_epoch))
     }
 
     /// The failure of an earlier pod of this pass that `pod`'s attempt would repeat.
     pub(super) fn reused_failure(&mut self, pod: &PodInfo) -> Option<FitError> {
         let state = self.failure_state(pod)?;
-        let cache = &self.single_failures;
-        if cache.at != Some(state) {
-            return None;
-        }
         let labels = self.snapshot.num_pods_with_required_anti_affinity() > 0;
-        let fit = cache.entries.iter().find(|(p, _)| same_inputs(p, pod, labels)).map(|(_, f)| f.clone())?;
+        let fit = self
+            .single_failures
+            .entries_at(state)
+            .iter()
+            .find(|(p, _)| same_inputs(p, pod, labels))
+            .map(|(_, f)| f.clone())?;
         self.single_failures.hits += 1;
         // The plain attempt examined every node: its start index only wrapped around.
         let n = self.snapshot.node_ids().len();
@@ -101,13 +130,6 @@ impl Engine {
         if self.failure_state(pod) != Some(state) {
             return;
         }
-        let cache = &mut self.single_failures;
-        if cache.at != Some(state) {
-            cache.at = Some(state);
-            cache.entries.clear();
-        }
-        if cache.entries.len() < MAX_ENTRIES {
-            cache.entries.push((pod.clone(), fit.clone()));
-        }
+        self.single_failures.record(state, (pod.clone(), fit.clone()));
     }
 }

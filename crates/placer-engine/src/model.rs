@@ -78,6 +78,10 @@ impl std::hash::Hash for ObjectKey {
 
 impl Ord for ObjectKey {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        // Keys cloned from one another share their strings: equal without reading them.
+        if Arc::ptr_eq(&self.name, &other.name) && Arc::ptr_eq(&self.namespace, &other.namespace) {
+            return std::cmp::Ordering::Equal;
+        }
         (&self.namespace, &self.name).cmp(&(&other.namespace, &other.name))
     }
 }

@@ -306,18 +306,20 @@ impl SchedulingQueue {
         let pool = std::mem::take(&mut self.unschedulable);
         let mut moved = 0;
         for (arrival, key) in pool {
-            match self.entries.get(&key) {
+            // `move_on` with one lookup of the entry.
+            let change = match self.entries.get_mut(&key) {
                 Some(e) if could_help(&e.queued.pod) => {
-                    // `move_on` without a second lookup.
                     debug_assert_eq!(e.state, QueueState::Unschedulable);
                     let state = Self::ready_state(&e.queued, now_ms);
-                    self.set_state(&key, state);
-                    moved += 1;
+                    StateChange::replace(e, state)
                 }
                 _ => {
                     self.unschedulable.insert(arrival, key);
+                    continue;
                 }
-            }
+            };
+            self.reindex(&key, change);
+            moved += 1;
         }
         moved
     }
@@ -326,10 +328,11 @@ impl SchedulingQueue {
     /// place: its entry, the other state index and its group's waiting set change; its
     /// group membership (any state) stays.
     fn move_on(&mut self, key: &PodKey, now_ms: u64) {
-        let Some(entry) = self.entries.get(key) else { return };
+        let Some(entry) = self.entries.get_mut(key) else { return };
         debug_assert_eq!(entry.state, QueueState::Unschedulable);
         let state = Self::ready_state(&entry.queued, now_ms);
-        self.set_state(key, state);
+        let change = StateChange::replace(entry, state);
+        self.reindex(key, change);
     }
 
     /// Moves every unschedulable pod whose feasibility depends on other pods' placement
@@ -347,13 +350,12 @@ impl SchedulingQueue {
 
     /// Moves pods whose backoff expired at `now_ms` from backoff to active.
     pub fn flush_backoff(&mut self, now_ms: u64) {
-        while let Some((&(ready_at, arrival), _)) = self.backoff.first_key_value() {
-            if ready_at > now_ms {
+        while let Some(first) = self.backoff.first_entry() {
+            if first.key().0 > now_ms {
                 break;
             }
-            if let Some(key) = self.backoff.remove(&(ready_at, arrival)) {
-                self.set_state(&key, QueueState::Active);
-            }
+            let key = first.remove();
+            self.set_state(&key, QueueState::Active);
         }
     }
 
@@ -367,10 +369,13 @@ impl SchedulingQueue {
     /// Removes and returns a specific pod if it is queued and not gated (kube's
     /// `PopSpecificPod`, used to gather the other members of a PodGroup).
     pub fn take_ungated(&mut self, key: &PodKey) -> Option<QueuedPod> {
-        match self.entries.get(key) {
-            Some(e) if !matches!(e.state, QueueState::Gated { .. }) => self.remove(key),
-            _ => None,
+        let (key, entry) = self.entries.remove_entry(key)?;
+        if matches!(entry.state, QueueState::Gated { .. }) {
+            self.entries.insert(key, entry);
+            return None;
         }
+        self.unindex_state(&entry.state, entry.active_priority, entry.queued.arrival);
+        Some(self.detach_from_groups(&key, entry).queued)
     }
 
     /// Keys of the members of a PodGroup for which `activate(key, verdict)` can change
@@ -498,13 +503,16 @@ impl SchedulingQueue {
     /// `insert_entry` with the same pod, without taking the pod out of every index).
     fn set_state(&mut self, key: &PodKey, state: QueueState) {
         let Some(entry) = self.entries.get_mut(key) else { return };
-        let old = std::mem::replace(&mut entry.state, state.clone());
-        let arrival = entry.queued.arrival;
-        let old_priority = std::mem::replace(&mut entry.active_priority, entry.queued.pod.priority);
-        let priority = entry.active_priority;
-        let pod = entry.queued.pod.clone();
+        let change = StateChange::replace(entry, state);
+        self.reindex(key, change);
+    }
+
+    /// The rest of [`Self::set_state`] once the entry holds its new state: the state
+    /// indices and the group's waiting sets follow.
+    fn reindex(&mut self, key: &PodKey, change: StateChange) {
+        let StateChange { old, state, old_priority, arrival, pod } = change;
         self.unindex_state(&old, old_priority, arrival);
-        self.index_state(&state, priority, arrival, key, &pod);
+        self.index_state(&state, pod.priority, arrival, key, &pod);
         let Some(g) = pod.group.as_ref() else { return };
         let (was, will) = (waits_with_group(&old, &pod), waits_with_group(&state, &pod));
         if !was && !will {
@@ -527,15 +535,19 @@ impl SchedulingQueue {
 
     /// Removes an entry from every index.
     fn take_entry(&mut self, key: &PodKey) -> Option<Entry> {
-        let entry = self.entries.get(key)?;
-        let (state, priority, arrival) = (entry.state.clone(), entry.active_priority, entry.queued.arrival);
-        self.unindex_state(&state, priority, arrival);
-        self.take_entry_detached(key)
+        let (key, entry) = self.entries.remove_entry(key)?;
+        self.unindex_state(&entry.state, entry.active_priority, entry.queued.arrival);
+        Some(self.detach_from_groups(&key, entry))
     }
 
     /// Removes an entry whose state index was already cleared by the caller.
     fn take_entry_detached(&mut self, key: &PodKey) -> Option<Entry> {
         let entry = self.entries.remove(key)?;
+        Some(self.detach_from_groups(key, entry))
+    }
+
+    /// Takes an entry just removed from `entries` out of its group's sets.
+    fn detach_from_groups(&mut self, key: &PodKey, entry: Entry) -> Entry {
         if let Some(g) = entry.queued.pod.group.as_ref() {
             let member = (entry.queued.arrival, key.clone());
             if let Some(w) = self.group_waiting.get_mut(g) {
@@ -551,7 +563,29 @@ impl SchedulingQueue {
                 }
             }
         }
-        Some(entry)
+        entry
+    }
+}
+
+/// What an entry was before [`SchedulingQueue::set_state`] changed its state in place,
+/// for [`SchedulingQueue::reindex`].
+struct StateChange {
+    old: QueueState,
+    /// The new state (a copy of the entry's).
+    state: QueueState,
+    /// The priority the entry was filed under in `active`.
+    old_priority: i32,
+    arrival: u64,
+    pod: Arc<PodInfo>,
+}
+
+impl StateChange {
+    /// Gives `entry` its new `state` (filed under the pod's current priority) and says what
+    /// it was.
+    fn replace(entry: &mut Entry, state: QueueState) -> Self {
+        let old = std::mem::replace(&mut entry.state, state.clone());
+        let old_priority = std::mem::replace(&mut entry.active_priority, entry.queued.pod.priority);
+        StateChange { old, state, old_priority, arrival: entry.queued.arrival, pod: entry.queued.pod.clone() }
     }
 }
 
@@ -971,6 +1005,14 @@ mod tests {
         MoveDependent {
             now: u64,
         },
+        /// Gate pod `i` (PreEnqueue rejects it).
+        Gate {
+            i: usize,
+        },
+        /// Take pod `i` if it is queued and not gated (gathering a PodGroup's members).
+        TakeUngated {
+            i: usize,
+        },
     }
 
     fn move_op() -> impl proptest::strategy::Strategy<Value = MoveOp> {
@@ -981,6 +1023,8 @@ mod tests {
             (0..5000u64).prop_map(|now| MoveOp::Fail { now }),
             (0..5000u64, any::<bool>()).prop_map(|(now, odd_only)| MoveOp::MoveAll { now, odd_only }),
             (0..5000u64).prop_map(|now| MoveOp::MoveDependent { now }),
+            (0..10usize).prop_map(|i| MoveOp::Gate { i }),
+            (0..10usize).prop_map(|i| MoveOp::TakeUngated { i }),
         ]
     }
 
@@ -1025,6 +1069,27 @@ mod tests {
                     MoveOp::MoveDependent { now } => {
                         fast.move_pod_dependent_unschedulable(now);
                         plain_move_all(&mut plain, now, true, false);
+                    }
+                    MoveOp::Gate { i } => {
+                        let key = PodKey::new("default", format!("m{i}"));
+                        let gate = |q: &mut SchedulingQueue| {
+                            if let Some(e) = q.entries.get(&key) {
+                                let info = e.queued.pod.clone();
+                                q.upsert(info, Admission::Reject("waiting".into()), 0);
+                            }
+                        };
+                        gate(&mut fast);
+                        gate(&mut plain);
+                    }
+                    MoveOp::TakeUngated { i } => {
+                        let key = PodKey::new("default", format!("m{i}"));
+                        let taken = fast.take_ungated(&key);
+                        let expected = match plain.state(&key) {
+                            Some(QueueState::Gated { .. }) | None => None,
+                            Some(_) => plain.take_entry(&key).map(|e| e.queued),
+                        };
+                        proptest::prop_assert_eq!(taken.as_ref().map(|q| q.arrival), expected.as_ref().map(|q| q.arrival));
+                        popped.extend(taken);
                     }
                 }
                 assert_consistent(&fast);

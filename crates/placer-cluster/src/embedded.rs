@@ -99,6 +99,8 @@ pub struct EmbeddedCluster {
     /// Log entries up to this resourceVersion were compacted away.
     log_floor: u64,
     events: Vec<EventRecord>,
+    /// Recorded events are kept ([`EmbeddedCluster::discard_events`]).
+    keep_events: bool,
     now_ms: u64,
     uid_counter: u64,
     name_counter: u64,
@@ -135,6 +137,7 @@ impl EmbeddedCluster {
             log: Vec::new(),
             log_floor: 0,
             events: Vec::new(),
+            keep_events: true,
             now_ms: 0,
             uid_counter: 0,
             name_counter: 0,
@@ -192,9 +195,12 @@ impl EmbeddedCluster {
         self.objects.values()
     }
 
-    /// Forgets the recorded events (a long simulation that never reads them, such as a
-    /// replay, keeps its memory bounded by what exists).
-    pub fn clear_events(&mut self) {
+    /// From now on, recorded events are dropped, and [`ClusterStore::keeps_events`] tells
+    /// the controllers so, which then do not build them: for a long simulation that never
+    /// reads them (a replay records a `FailedScheduling` event per member of every failed
+    /// PodGroup attempt, millions on the built-in traces).
+    pub fn discard_events(&mut self) {
+        self.keep_events = false;
         self.events = Vec::new();
     }
 
@@ -810,7 +816,13 @@ impl ClusterStore for EmbeddedCluster {
     }
 
     fn record_event(&mut self, event: EventRecord) {
-        self.events.push(event);
+        if self.keep_events {
+            self.events.push(event);
+        }
+    }
+
+    fn keeps_events(&self) -> bool {
+        self.keep_events
     }
 
     fn events(&self) -> Vec<EventRecord> {
@@ -1631,6 +1643,24 @@ mod tests {
         let reasons: Vec<_> = c.events().into_iter().map(|e| e.reason).collect();
         assert_eq!(reasons, ["A", "B"]);
         assert_eq!(c.resource_version(), 0, "events are not object writes");
+    }
+
+    #[test]
+    fn a_store_discarding_events_keeps_none_and_none_is_built() {
+        let mut c = EmbeddedCluster::new();
+        crate::record_event(&mut c, || pod_ref("p"), "Normal", "Kept", String::new(), "test");
+        assert!(c.keeps_events());
+        c.discard_events();
+        assert!(!c.keeps_events());
+        assert!(c.events().is_empty(), "what was kept is dropped too");
+        let built = std::cell::Cell::new(false);
+        let regarding = || {
+            built.set(true);
+            pod_ref("p")
+        };
+        crate::record_event(&mut c, regarding, "Warning", "Dropped", String::new(), "test");
+        assert!(!built.get(), "nothing is built for a store that keeps no event");
+        assert!(c.events().is_empty());
     }
 
     fn valid_pod(name: &str, node: Option<&str>, cpu: &str) -> Object {

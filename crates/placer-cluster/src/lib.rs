@@ -80,6 +80,30 @@ pub struct EventRecord {
     pub time_ms: u64,
 }
 
+/// Records an event of `reporter` about `regarding`, at the store's time; when the store
+/// keeps no events ([`ClusterStore::keeps_events`]) nothing is built.
+pub fn record_event(
+    store: &mut dyn ClusterStore,
+    regarding: impl FnOnce() -> ObjectRef,
+    type_: &str,
+    reason: &str,
+    note: String,
+    reporter: &str,
+) {
+    if !store.keeps_events() {
+        return;
+    }
+    let time_ms = store.now_ms();
+    store.record_event(EventRecord {
+        regarding: regarding(),
+        type_: type_.to_string(),
+        reason: reason.to_string(),
+        note,
+        reporter: reporter.to_string(),
+        time_ms,
+    });
+}
+
 /// Checks a write before it is stored (admission). Returns a message to reject it.
 pub trait Admission {
     /// `old` is `None` on create. Only spec/metadata writes are checked, not status or
@@ -152,6 +176,10 @@ pub trait ClusterStore {
 
     fn record_event(&mut self, event: EventRecord);
     fn events(&self) -> Vec<EventRecord>;
+    /// Whether recorded events are kept: when not, a caller may skip building them.
+    fn keeps_events(&self) -> bool {
+        true
+    }
 
     /// Watch: every change with a resourceVersion greater than `after`, in order.
     fn watch_since(&self, after: u64) -> Vec<WatchEvent>;

@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use placer_api::k8s::api::batch::v1::{CronJob, CronJobStatus, Job};
 use placer_api::k8s::api::core::v1::ObjectReference;
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use placer_cluster::{ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError, WatchEventKind};
+use placer_cluster::{ClusterStore, Kind, Object, ObjectRef, StoreError, WatchEventKind};
 use rustc_hash::FxHashMap;
 
 use crate::job::gang::controller_of;
@@ -672,16 +672,8 @@ fn delete_job(
 }
 
 fn record(store: &mut dyn ClusterStore, cj: &CronJob, type_: &str, reason: &str, note: String) {
-    let r = Object::CronJob(Box::new(cj.clone())).object_ref();
-    let time_ms = store.now_ms();
-    store.record_event(EventRecord {
-        regarding: r,
-        type_: type_.to_string(),
-        reason: reason.to_string(),
-        note,
-        reporter: REPORTER.to_string(),
-        time_ms,
-    });
+    let regarding = || Object::CronJob(Box::new(cj.clone())).object_ref();
+    placer_cluster::record_event(store, regarding, type_, reason, note, REPORTER);
 }
 
 impl Controller for CronJobController {

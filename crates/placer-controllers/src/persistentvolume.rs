@@ -31,7 +31,7 @@ use placer_api::k8s::api::core::v1::{
 };
 use placer_api::k8s::api::storage::v1::StorageClass;
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use placer_cluster::{ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError};
+use placer_cluster::{ClusterStore, Kind, Object, ObjectRef, StoreError};
 use placer_engine::volumes::{
     capacity_bytes as capacity, claim_class, pv_class, requested_bytes as request, volume_name,
 };
@@ -167,15 +167,7 @@ fn selector_matches(
 }
 
 fn record(store: &mut dyn ClusterStore, r: ObjectRef, type_: &str, reason: &str, note: String) {
-    let time_ms = store.now_ms();
-    store.record_event(EventRecord {
-        regarding: r,
-        type_: type_.to_string(),
-        reason: reason.to_string(),
-        note,
-        reporter: NAME.to_string(),
-        time_ms,
-    });
+    placer_cluster::record_event(store, || r, type_, reason, note, NAME);
 }
 
 fn claim_ref_of(claim: &PersistentVolumeClaim) -> ObjectReference {

@@ -105,6 +105,14 @@ pub struct SchedulerController {
     /// after. The watch event at the version after is the version before with that
     /// condition, and the engine takes it without comparing the two.
     condition_writes: FxHashMap<PodKey, (String, String)>,
+    /// The `PodScheduled=False` reason and message of pending pods whose latest version
+    /// this controller wrote or found with that condition, through a store whose status
+    /// writes change only the status; a pod is forgotten at any other change of it the
+    /// watch brings. A failure that repeats them writes nothing (as
+    /// upstream's `updatePod`, which compares with the scheduler's own copy of the pod)
+    /// and is decided without reading the pod: a failed gang's members are retried at
+    /// every completion in the cluster, millions of times on the lab's traces.
+    unschedulable_as_written: FxHashMap<PodKey, (String, String)>,
 }
 
 /// A binding under way.
@@ -161,6 +169,7 @@ impl SchedulerController {
             assigned: BTreeMap::new(),
             evict_jobs_managed_by: Some(crate::job::DEFAULT_MANAGED_BY.to_string()),
             condition_writes: FxHashMap::default(),
+            unschedulable_as_written: FxHashMap::default(),
         }
     }
 
@@ -236,6 +245,7 @@ impl SchedulerController {
                     // After the engine read the pod: its key, shared, is the one the
                     // decisions about it will carry.
                     let key = self.engine.canonical_pod_key(key);
+                    self.unschedulable_as_written.remove(&key);
                     self.track_pending(&key);
                 }
             }
@@ -525,19 +535,39 @@ impl SchedulerController {
                 }
                 let mut written = None;
                 let engine = &mut self.engine;
-                let r = pod_ref(&pod);
                 let mut exists = true;
-                let wrote = with_retry(store, "update status of", &r, |store| {
-                    let result = set_pod_unschedulable(store, engine, &pod, &reason, &message, &mut written);
-                    exists = !matches!(result, Err(StoreError::NotFound(_)));
-                    result
-                })?;
+                let known = self.unschedulable_as_written.get(&pod);
+                let wrote = if known.is_some_and(|(r, m)| *r == reason && *m == message) {
+                    false
+                } else {
+                    let wrote = with_retry(store, "update status of", &pod_ref(&pod), |store| {
+                        let result =
+                            set_pod_unschedulable(store, engine, &pod, &reason, &message, &mut written);
+                        exists = !matches!(result, Err(StoreError::NotFound(_)));
+                        result
+                    })?;
+                    // Only through a store whose writes are applied when made and come back
+                    // through the watch as this controller's own (`condition_writes`): a
+                    // staged or remote write may still fail.
+                    if exists && store.status_write_changes_only_status() {
+                        self.unschedulable_as_written.insert(pod.clone(), (reason.clone(), message.clone()));
+                    }
+                    wrote
+                };
                 if let Some(versions) = written.filter(|_| store.status_write_changes_only_status()) {
                     self.condition_writes.insert(pod.clone(), versions);
                 }
                 // The write found the pod (or saw it gone): no second lookup.
                 if exists {
-                    record(store, r, "Warning", "FailedScheduling", message);
+                    let regarding = || pod_ref(&pod);
+                    placer_cluster::record_event(
+                        store,
+                        regarding,
+                        "Warning",
+                        "FailedScheduling",
+                        message,
+                        REPORTER,
+                    );
                 }
                 Ok(wrote)
             }
@@ -936,6 +966,9 @@ impl ClusterStore for Staged<'_> {
     fn record_event(&mut self, event: EventRecord) {
         self.inner.record_event(event)
     }
+    fn keeps_events(&self) -> bool {
+        self.inner.keeps_events()
+    }
     fn events(&self) -> Vec<EventRecord> {
         self.inner.events()
     }
@@ -960,15 +993,7 @@ fn group_ref(key: &GroupKey) -> ObjectRef {
 }
 
 fn record(store: &mut dyn ClusterStore, regarding: ObjectRef, type_: &str, reason: &str, note: String) {
-    let time_ms = store.now_ms();
-    store.record_event(EventRecord {
-        regarding,
-        type_: type_.to_string(),
-        reason: reason.to_string(),
-        note,
-        reporter: REPORTER.to_string(),
-        time_ms,
-    });
+    placer_cluster::record_event(store, || regarding, type_, reason, note, REPORTER);
 }
 
 /// Runs a read-modify-write once more on a conflict (someone wrote in between). A missing
@@ -1108,6 +1133,15 @@ fn set_nominated(
     write_status(store, Object::Pod(pod.into()))
 }
 
+/// Whether `pod` has `PodScheduled=False` with `reason` and `message` (what
+/// [`set_pod_unschedulable`] would write).
+fn has_unschedulable_condition(pod: &Pod, reason: &str, message: &str) -> bool {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled")).is_some_and(|c| {
+        c.status == "False" && c.reason.as_deref() == Some(reason) && c.message.as_deref() == Some(message)
+    })
+}
+
 /// `written`: the pod's resourceVersion before and after, when this wrote.
 fn set_pod_unschedulable(
     store: &mut dyn ClusterStore,
@@ -1122,13 +1156,9 @@ fn set_pod_unschedulable(
     if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()) {
         return Ok(false);
     }
-    let wanted = |c: &PodCondition| {
-        c.status == "False" && c.reason.as_deref() == Some(reason) && c.message.as_deref() == Some(message)
-    };
     // As upstream's UpdatePodCondition: no write when the condition is already there. Checked
     // on the shared object, so the pod is copied only for a write.
-    let current = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
-    if current.and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled")).is_some_and(wanted) {
+    if has_unschedulable_condition(&pod, reason, message) {
         return Ok(false);
     }
     let before = pod.metadata.resource_version.clone();

@@ -193,6 +193,9 @@ impl ClusterStore for Tracking<'_> {
     fn record_event(&mut self, event: EventRecord) {
         self.inner.record_event(event)
     }
+    fn keeps_events(&self) -> bool {
+        self.inner.keeps_events()
+    }
     fn events(&self) -> Vec<EventRecord> {
         self.inner.events()
     }
@@ -259,6 +262,9 @@ impl ClusterStore for ManagedJobs<'_> {
     }
     fn record_event(&mut self, event: EventRecord) {
         self.inner.record_event(event)
+    }
+    fn keeps_events(&self) -> bool {
+        self.inner.keeps_events()
     }
     fn events(&self) -> Vec<EventRecord> {
         self.inner.events()

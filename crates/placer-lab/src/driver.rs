@@ -209,6 +209,9 @@ pub fn replay(trace: &Trace, config: &LabConfig, opts: &ReplayOptions) -> Result
 
     let mut store = EmbeddedCluster::new();
     store.add_admission(Box::new(JobValidation::new(gates.clone())));
+    // Nothing reads the events the controllers record (a FailedScheduling per member of
+    // every failed attempt: millions on the mixed trace), so none is built.
+    store.discard_events();
     let nodes = objects::nodes(&trace.cluster);
     let levels = trace.cluster.levels().to_vec();
     let mut node_index = FxHashMap::default();
@@ -427,15 +430,12 @@ impl Replay<'_> {
         // never read again, and without this the log holds every version of every pod of
         // the run (GiBs on the built-in traces).
         self.store.compact_log(self.seen_rv);
-        // Nothing reads the events the controllers record (a FailedScheduling per failed
-        // attempt): millions on the mixed trace.
-        self.store.clear_events();
         let mut acted = false;
         for e in events {
             let Object::Pod(p) = &e.object else { continue };
-            let name = p.metadata.name.clone().unwrap_or_default();
+            let name = p.metadata.name.as_deref().unwrap_or_default();
             if e.kind == WatchEventKind::Deleted {
-                acted |= self.pod_deleted(&name, now);
+                acted |= self.pod_deleted(name, now);
                 continue;
             }
             let Some(wl_name) = p.metadata.labels.as_ref().and_then(|l| l.get(WORKLOAD_LABEL)) else {
@@ -443,12 +443,13 @@ impl Replay<'_> {
             };
             let Some(&w) = self.workload_index.get(wl_name) else { continue };
             let attempt = self.wl[w].attempt;
-            let track = self.pods.entry(name.clone()).or_insert(PodTrack {
-                workload: w,
-                attempt,
-                holding: None,
-                done: false,
-            });
+            // Looked up before it is inserted: most events are of pods already tracked, and
+            // `entry` would copy the name for each.
+            if !self.pods.contains_key(name) {
+                let track = PodTrack { workload: w, attempt, holding: None, done: false };
+                self.pods.insert(name.to_string(), track);
+            }
+            let track = self.pods.get_mut(name).expect("tracked above");
             if track.done {
                 continue;
             }
@@ -470,7 +471,7 @@ impl Replay<'_> {
                 }
             }
             if terminal {
-                let track = self.pods.get_mut(&name).expect("tracked above");
+                let track = self.pods.get_mut(name).expect("tracked above");
                 track.done = true;
                 let current = track.attempt == self.wl[w].attempt;
                 if let Some(n) = track.holding.take() {

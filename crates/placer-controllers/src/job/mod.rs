@@ -61,7 +61,7 @@ use placer_api::k8s::api::batch::v1::{Job, JobCondition, JobStatus};
 use placer_api::k8s::api::core::v1::Pod;
 use placer_api::k8s::api::scheduling::v1alpha2::PodGroup;
 use placer_api::k8s::apimachinery::pkg::apis::meta::v1::Time;
-use placer_cluster::{ClusterStore, EventRecord, Kind, Object, ObjectRef, StoreError, WatchEventKind};
+use placer_cluster::{ClusterStore, Kind, Object, ObjectRef, StoreError, WatchEventKind};
 use rustc_hash::FxHashMap;
 
 use crate::{Controller, ControllerError};
@@ -1044,16 +1044,11 @@ fn removal_rank(pod: &Pod) -> (bool, bool, Option<i64>, String) {
 }
 
 fn record(store: &mut dyn ClusterStore, job: &Job, type_: &str, reason: &str, note: String) {
-    let (namespace, name) = job_key(job);
-    let time_ms = store.now_ms();
-    store.record_event(EventRecord {
-        regarding: ObjectRef::new(Kind::Job, namespace, name),
-        type_: type_.to_string(),
-        reason: reason.to_string(),
-        note,
-        reporter: REPORTER.to_string(),
-        time_ms,
-    });
+    let regarding = || {
+        let (namespace, name) = job_key(job);
+        ObjectRef::new(Kind::Job, namespace, name)
+    };
+    placer_cluster::record_event(store, regarding, type_, reason, note, REPORTER);
 }
 
 /// The state of one Job sync, built from the cached Job and updated as the sync decides.

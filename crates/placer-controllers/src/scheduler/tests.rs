@@ -656,3 +656,124 @@ fn a_condition_write_is_made_in_place_once_nobody_else_holds_the_pod() {
     assert_eq!(c.engine().queue().state(&key), Some(&QueueState::Unschedulable));
     assert!(c.condition_writes.is_empty());
 }
+
+/// An embedded store that counts reads of pods.
+struct CountingPodReads {
+    inner: EmbeddedCluster,
+    pod_reads: std::cell::Cell<usize>,
+}
+
+impl ClusterStore for CountingPodReads {
+    fn now_ms(&self) -> u64 {
+        self.inner.now_ms()
+    }
+    fn now(&self) -> Time {
+        self.inner.now()
+    }
+    fn resource_version(&self) -> u64 {
+        self.inner.resource_version()
+    }
+    fn get(&self, r: &ObjectRef) -> Option<Object> {
+        if r.kind == Kind::Pod {
+            self.pod_reads.set(self.pod_reads.get() + 1);
+        }
+        self.inner.get(r)
+    }
+    fn list(&self, kind: Kind) -> Vec<Object> {
+        self.inner.list(kind)
+    }
+    fn create(&mut self, obj: Object) -> Result<Object, StoreError> {
+        self.inner.create(obj)
+    }
+    fn update(&mut self, obj: Object) -> Result<Object, StoreError> {
+        self.inner.update(obj)
+    }
+    fn update_status(&mut self, obj: Object) -> Result<Object, StoreError> {
+        self.inner.update_status(obj)
+    }
+    fn status_write_changes_only_status(&self) -> bool {
+        self.inner.status_write_changes_only_status()
+    }
+    fn update_pod_status_with(
+        &mut self,
+        r: &ObjectRef,
+        write: &mut dyn FnMut(&mut Pod) -> bool,
+    ) -> Result<Option<Object>, StoreError> {
+        self.inner.update_pod_status_with(r, write)
+    }
+    fn merge_patch(&mut self, r: &ObjectRef, patch: &serde_json::Value) -> Result<Object, StoreError> {
+        self.inner.merge_patch(r, patch)
+    }
+    fn delete(&mut self, r: &ObjectRef) -> Result<(), StoreError> {
+        self.inner.delete(r)
+    }
+    fn bind(&mut self, namespace: &str, name: &str, uid: &str, node: &str) -> Result<(), StoreError> {
+        self.inner.bind(namespace, name, uid, node)
+    }
+    fn record_event(&mut self, event: EventRecord) {
+        self.inner.record_event(event)
+    }
+    fn events(&self) -> Vec<EventRecord> {
+        self.inner.events()
+    }
+    fn watch_since(&self, after: u64) -> Vec<WatchEvent> {
+        self.inner.watch_since(after)
+    }
+}
+
+/// As upstream's updatePod: a failure that leaves the pod's condition as it is writes
+/// nothing, and is judged on the scheduler's own copy of the pod, without reading it from
+/// the store. The attempt is still reported (a FailedScheduling event each time).
+#[test]
+fn a_failure_repeating_the_condition_writes_nothing_and_reads_no_pod() {
+    let mut store = CountingPodReads { inner: EmbeddedCluster::new(), pod_reads: Default::default() };
+    node(&mut store, "n1", "3");
+    pod(&mut store, "small", "2", None);
+    pod(&mut store, "tiny", "1", None);
+    let mut c = controller();
+    settle(&mut c, &mut store);
+    assert!(node_of(&store, "small").is_some() && node_of(&store, "tiny").is_some());
+    pod(&mut store, "big", "2", None);
+    settle(&mut c, &mut store);
+    let big = ObjectRef::new(Kind::Pod, "default", "big");
+    let version =
+        |store: &CountingPodReads| store.inner.get(&big).and_then(|o| o.metadata().resource_version.clone());
+    let failures = |store: &CountingPodReads| {
+        store.events().iter().filter(|e| e.regarding == big && e.reason == "FailedScheduling").count()
+    };
+    let condition_message = |store: &CountingPodReads| match store.inner.get(&big) {
+        Some(Object::Pod(p)) => p
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
+            .and_then(|c| c.message.clone()),
+        other => panic!("big: {other:?}"),
+    };
+    let (written, failed) = (version(&store), failures(&store));
+    assert_eq!(failed, 1);
+    let first_message = condition_message(&store);
+    assert!(first_message.as_deref().is_some_and(|m| m.contains("Insufficient cpu")));
+
+    // `tiny` goes: `big` is tried again and fails the same way (1 cpu free, 2 asked).
+    store.delete(&ObjectRef::new(Kind::Pod, "default", "tiny")).unwrap();
+    store.pod_reads.set(0);
+    settle(&mut c, &mut store);
+    assert_eq!(failures(&store), 2, "the second attempt is reported");
+    assert_eq!(version(&store), written, "the same condition is not written again");
+    assert_eq!(store.pod_reads.get(), 0, "no pod was read from the store");
+
+    // Someone else changes the condition: the next identical failure writes it back.
+    let mut changed = match store.inner.get(&big) {
+        Some(Object::Pod(p)) => (*p).clone(),
+        other => panic!("big: {other:?}"),
+    };
+    let conditions = changed.status.as_mut().and_then(|s| s.conditions.as_mut()).expect("conditions");
+    conditions.iter_mut().for_each(|c| c.message = Some("changed elsewhere".to_string()));
+    store.update_status(Object::Pod(changed.into())).unwrap();
+    pod(&mut store, "tiny2", "1", None);
+    settle(&mut c, &mut store);
+    store.delete(&ObjectRef::new(Kind::Pod, "default", "tiny2")).unwrap();
+    settle(&mut c, &mut store);
+    assert_eq!(condition_message(&store), first_message, "the condition written elsewhere is replaced");
+}

@@ -5,6 +5,10 @@
 
 use placer_lab::{configs, generators, replay, ReplayOptions};
 
+/// The allocator of the `placer` binary, so that profiles match `placer replay`'s.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let name = args.first().map_or("mixed", String::as_str);

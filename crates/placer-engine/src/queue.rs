@@ -306,20 +306,11 @@ impl SchedulingQueue {
         let pool = std::mem::take(&mut self.unschedulable);
         let mut moved = 0;
         for (arrival, key) in pool {
-            // `move_on` with one lookup of the entry.
-            let change = match self.entries.get_mut(&key) {
-                Some(e) if could_help(&e.queued.pod) => {
-                    debug_assert_eq!(e.state, QueueState::Unschedulable);
-                    let state = Self::ready_state(&e.queued, now_ms);
-                    StateChange::replace(e, state)
-                }
-                _ => {
-                    self.unschedulable.insert(arrival, key);
-                    continue;
-                }
-            };
-            self.reindex(&key, change);
-            moved += 1;
+            if self.move_on_if(&key, now_ms, &mut could_help) {
+                moved += 1;
+            } else {
+                self.unschedulable.insert(arrival, key);
+            }
         }
         moved
     }
@@ -328,11 +319,20 @@ impl SchedulingQueue {
     /// place: its entry, the other state index and its group's waiting set change; its
     /// group membership (any state) stays.
     fn move_on(&mut self, key: &PodKey, now_ms: u64) {
-        let Some(entry) = self.entries.get_mut(key) else { return };
+        self.move_on_if(key, now_ms, |_| true);
+    }
+
+    /// [`Self::move_on`] when `could_help` holds for the pod (one lookup of its entry).
+    /// Returns whether it moved.
+    fn move_on_if(&mut self, key: &PodKey, now_ms: u64, could_help: impl FnOnce(&PodInfo) -> bool) -> bool {
+        let Some(entry) = self.entries.get_mut(key).filter(|e| could_help(&e.queued.pod)) else {
+            return false;
+        };
         debug_assert_eq!(entry.state, QueueState::Unschedulable);
         let state = Self::ready_state(&entry.queued, now_ms);
         let change = StateChange::replace(entry, state);
         self.reindex(key, change);
+        true
     }
 
     /// Moves every unschedulable pod whose feasibility depends on other pods' placement
@@ -369,13 +369,10 @@ impl SchedulingQueue {
     /// Removes and returns a specific pod if it is queued and not gated (kube's
     /// `PopSpecificPod`, used to gather the other members of a PodGroup).
     pub fn take_ungated(&mut self, key: &PodKey) -> Option<QueuedPod> {
-        let (key, entry) = self.entries.remove_entry(key)?;
-        if matches!(entry.state, QueueState::Gated { .. }) {
-            self.entries.insert(key, entry);
-            return None;
+        match self.entries.get(key) {
+            Some(e) if !matches!(e.state, QueueState::Gated { .. }) => self.remove(key),
+            _ => None,
         }
-        self.unindex_state(&entry.state, entry.active_priority, entry.queued.arrival);
-        Some(self.detach_from_groups(&key, entry).queued)
     }
 
     /// Keys of the members of a PodGroup for which `activate(key, verdict)` can change

@@ -536,6 +536,10 @@ impl SchedulerController {
                 let mut written = None;
                 let engine = &mut self.engine;
                 let mut exists = true;
+                // Writes applied when made, that come back through the watch as this
+                // controller's own (`condition_writes`); a staged or remote write may still
+                // fail, and is not remembered.
+                let vouched = store.status_write_changes_only_status();
                 let known = self.unschedulable_as_written.get(&pod);
                 let wrote = if known.is_some_and(|(r, m)| *r == reason && *m == message) {
                     false
@@ -546,18 +550,17 @@ impl SchedulerController {
                         exists = !matches!(result, Err(StoreError::NotFound(_)));
                         result
                     })?;
-                    // Only through a store whose writes are applied when made and come back
-                    // through the watch as this controller's own (`condition_writes`): a
-                    // staged or remote write may still fail.
-                    if exists && store.status_write_changes_only_status() {
+                    if exists && vouched {
                         self.unschedulable_as_written.insert(pod.clone(), (reason.clone(), message.clone()));
                     }
                     wrote
                 };
-                if let Some(versions) = written.filter(|_| store.status_write_changes_only_status()) {
+                if let Some(versions) = written.filter(|_| vouched) {
                     self.condition_writes.insert(pod.clone(), versions);
                 }
-                // The write found the pod (or saw it gone): no second lookup.
+                // The write found the pod (or saw it gone): no second lookup. The pod's
+                // reference is made only for a store that keeps the event (unlike `record`,
+                // this runs for every member of every failed attempt).
                 if exists {
                     let regarding = || pod_ref(&pod);
                     placer_cluster::record_event(

@@ -649,6 +649,19 @@ fn own_condition_writes_reach_the_engine_as_such_and_only_through_a_store_that_v
     assert!(c.condition_writes.is_empty());
 }
 
+/// The message of pod `name`'s `PodScheduled` condition, if any.
+fn scheduled_message(store: &EmbeddedCluster, name: &str) -> Option<String> {
+    match store.get(&ObjectRef::new(Kind::Pod, "default", name)) {
+        Some(Object::Pod(p)) => p
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
+            .and_then(|c| c.message.clone()),
+        _ => None,
+    }
+}
+
 #[test]
 fn a_condition_write_is_made_in_place_once_nobody_else_holds_the_pod() {
     let mut store = EmbeddedCluster::new();
@@ -657,15 +670,7 @@ fn a_condition_write_is_made_in_place_once_nobody_else_holds_the_pod() {
     let mut c = controller();
     settle(&mut c, &mut store);
     let r = ObjectRef::new(Kind::Pod, "default", "big");
-    let message = |store: &EmbeddedCluster| match store.get(&r) {
-        Some(Object::Pod(p)) => p
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
-            .and_then(|c| c.message.clone()),
-        _ => None,
-    };
+    let message = |store: &EmbeddedCluster| scheduled_message(store, "big");
     let first = message(&store).expect("the failure is written");
     // Every reader has seen the written version: the log can forget it.
     store.compact_log(store.resource_version());
@@ -707,15 +712,8 @@ fn a_failure_repeating_the_condition_writes_nothing_and_reads_no_pod() {
     let failures = |store: &TestStore| {
         store.events().iter().filter(|e| e.regarding == big && e.reason == "FailedScheduling").count()
     };
-    let condition_message = |store: &TestStore| match store.inner.get(&big) {
-        Some(Object::Pod(p)) => p
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
-            .and_then(|c| c.message.clone()),
-        other => panic!("big: {other:?}"),
-    };
+    // Read past the counting store.
+    let condition_message = |store: &TestStore| scheduled_message(&store.inner, "big");
     let (written, failed) = (version(&store), failures(&store));
     assert_eq!(failed, 1);
     let first_message = condition_message(&store);

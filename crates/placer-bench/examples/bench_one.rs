@@ -1,0 +1,36 @@
+//! Profiling aid: runs one `placer bench` workload (optimized search) a few times in one
+//! process and prints ingest, scheduling and end-to-end figures per run, without
+//! building the `placer` binary.
+//!
+//! `cargo run --release -p placer-bench --example bench_one -- b-mixed-gangs 5`
+
+use indicatif::ProgressBar;
+use placer_bench::{run_workload, Recipe};
+use placer_engine::PlacementSearch;
+
+/// The allocator of the `placer` binary, so that figures match `placer bench`'s.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let id = args.first().map_or("b-mixed-gangs", String::as_str);
+    let runs: u32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3);
+    let Some(recipe) = Recipe::all(false).into_iter().find(|r| r.id().starts_with(id)) else {
+        eprintln!("error: no workload whose id starts with {id:?}");
+        std::process::exit(2);
+    };
+    let workload = recipe.build(false);
+    for _ in 0..runs {
+        let r = run_workload(&workload, PlacementSearch::Optimized, &ProgressBar::hidden());
+        println!(
+            "{}: apply {:.3} s, schedule {:.3} s, {:.0} pods/s, end to end {:.0} pods/s, digest {}",
+            r.id,
+            r.apply_seconds,
+            r.schedule_seconds,
+            r.pods_per_second,
+            r.end_to_end_pods_per_second,
+            r.decisions_digest
+        );
+    }
+}

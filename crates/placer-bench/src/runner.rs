@@ -245,9 +245,9 @@ impl Driver {
                 if let Some(c) = self.claims.get_mut(&*claim.name) {
                     let status = c.status.get_or_insert_with(Default::default);
                     if status.allocation.is_none() {
-                        status.allocation = allocation;
+                        status.allocation = allocation.map(|a| *a);
                     }
-                    status.reserved_for.get_or_insert_with(Vec::new).push(consumer);
+                    status.reserved_for.get_or_insert_with(Vec::new).push(*consumer);
                     let event = ClusterEvent::ResourceClaimUpserted(Arc::new(c.clone()));
                     self.apply(event, now_ms);
                 }

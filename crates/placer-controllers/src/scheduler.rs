@@ -605,9 +605,9 @@ impl SchedulerController {
                 let r =
                     ObjectRef::new(Kind::ResourceClaim, claim.namespace.to_string(), claim.name.to_string());
                 // Unlike other status writes, a claim that is gone fails the binding too.
-                let mut result = write_claim_status(store, &r, allocation.as_ref(), &consumer);
+                let mut result = write_claim_status(store, &r, allocation.as_deref(), &consumer);
                 if matches!(result, Err(StoreError::Conflict(_))) {
-                    result = write_claim_status(store, &r, allocation.as_ref(), &consumer);
+                    result = write_claim_status(store, &r, allocation.as_deref(), &consumer);
                 }
                 result.map_err(|source| {
                     self.pre_bind_failed = Some(format!("{r}: {source}"));

@@ -123,10 +123,13 @@ pub enum Decision {
     /// DynamicResources PreBind, before the pod's [`Decision::Bind`]: write the
     /// ResourceClaim's status: set `allocation` when given (the claim had none) and add
     /// `consumer` to `reservedFor` when missing.
+    /// The allocation and the consumer are boxed, as the other large payloads: every
+    /// binding of a large gang adds three decisions, and the enum is as large as its
+    /// largest variant.
     ClaimStatus {
         claim: ObjectKey,
-        allocation: Option<AllocationResult>,
-        consumer: ResourceClaimConsumerReference,
+        allocation: Option<Box<AllocationResult>>,
+        consumer: Box<ResourceClaimConsumerReference>,
     },
     /// DynamicResources PreBind failed waiting for device binding conditions: remove the
     /// consumer with `consumer_uid` from the claim's `reservedFor` (Unreserve) and, when
@@ -136,15 +139,15 @@ pub enum Decision {
     /// VolumeBinding PreBind, before the pod's [`Decision::Bind`]: set a PV's `claimRef`
     /// (the PV controller completes the binding) or a claim's
     /// `volume.kubernetes.io/selected-node` (dynamic provisioning).
-    Volume(VolumeWrite),
+    Volume(Box<VolumeWrite>),
     /// Failed-node replacement gave up (seed 002, `TASFailedNodeReplacementFailFast`):
     /// evict every pod of `pods` (key, uid) of the PodGroup, each with a `DisruptionTarget`
     /// condition naming `failed_nodes`, and report it on the PodGroup; the group is then
     /// placed again whole.
     EvictForNodeFailure {
         group: GroupKey,
-        pods: Vec<(PodKey, String)>,
-        failed_nodes: Vec<String>,
+        pods: Box<[(PodKey, String)]>,
+        failed_nodes: Box<[String]>,
         message: String,
     },
 }
@@ -615,7 +618,7 @@ impl Engine {
         let BindWrites { claims: writes, volumes } = writes;
         for w in volumes {
             self.snapshot.volumes_mut().record(&w);
-            out.push(Decision::Volume(w));
+            out.push(Decision::Volume(Box::new(w)));
         }
         for w in writes {
             if let Some(a) = &w.allocation {
@@ -623,8 +626,8 @@ impl Engine {
             }
             out.push(Decision::ClaimStatus {
                 claim: w.claim,
-                allocation: w.allocation,
-                consumer: w.consumer,
+                allocation: w.allocation.map(Box::new),
+                consumer: Box::new(w.consumer),
             });
         }
         let node_name = self.snapshot.node(node).shared_name().clone();

@@ -153,7 +153,7 @@ impl Engine {
                 out.push(Decision::EvictForNodeFailure {
                     group: key.clone(),
                     pods: pods.into_iter().map(|(k, uid)| (k, uid.to_string())).collect(),
-                    failed_nodes,
+                    failed_nodes: failed_nodes.into(),
                     message: message.clone(),
                 });
                 let waiting =
@@ -178,9 +178,10 @@ impl Engine {
                 ("error", false, REASON_SCHEDULER_ERROR, message)
             }
         };
-        // A bound member adds up to three decisions (nomination, binding, event): room for
-        // them once, not a reallocation of every decision so far as a large gang grows.
-        out.reserve(3 * decided.len());
+        // A bound member adds up to three decisions (nomination, binding, event), and the
+        // group's condition may follow: room for them once, not a reallocation of every
+        // decision so far as a large gang grows (or for the one condition after them).
+        out.reserve(3 * decided.len() + 1);
         for (q, d) in decided {
             match d {
                 Decided::Bind { node, nominate, writes } => {

@@ -52,6 +52,15 @@ fn key(name: &str) -> PodKey {
     PodKey::new("default", name)
 }
 
+/// Every binding of a large gang adds up to three decisions: the rare large payloads
+/// (claim writes, volume writes, node-failure evictions) are boxed so that they do not set
+/// the size of all of them (it was 232 bytes).
+#[test]
+fn a_decision_is_no_larger_than_a_pod_key_and_two_strings_and_a_flag() {
+    let (key, string) = (std::mem::size_of::<PodKey>(), std::mem::size_of::<String>());
+    assert!(std::mem::size_of::<Decision>() <= key + 2 * string + 16, "{}", std::mem::size_of::<Decision>());
+}
+
 fn engine() -> Engine {
     Engine::new(SchedulerConfig {
         pod_initial_backoff_ms: 0,
@@ -543,8 +552,8 @@ fn a_restarted_engine_reads_the_unhealthy_nodes_published_on_the_group() {
         });
         if published {
             let (pods, failed) = evicted.expect("the gang is evicted");
-            assert_eq!(pods, vec![(key("w1"), "uid-w1".to_string())]);
-            assert_eq!(failed, vec!["r1-a".to_string()]);
+            assert_eq!(*pods, [(key("w1"), "uid-w1".to_string())]);
+            assert_eq!(*failed, ["r1-a".to_string()]);
             // Evicted: the annotation is removed (Kueue resets unhealthyNodes on eviction).
             assert!(d.iter().any(|d| matches!(d,
                 Decision::PodGroupAnnotation { key, value: None, .. } if key == placer_api::annotations::UNHEALTHY_NODES)));

@@ -310,11 +310,7 @@ impl Engine {
             let admission = if generic { self.group_admission(g) } else { Admission::Admit };
             // Only the members this verdict can move are visited (a gang joins one member
             // at a time, so visiting all of them would be quadratic in its size).
-            for key in self.queue.group_members_to_activate(g, &admission) {
-                let Some(pod) = self.queue.get(&key).map(|q| q.pod.clone()) else { continue };
-                let admission = if pod.gated { Self::gated_admission(&pod) } else { admission.clone() };
-                self.queue.activate(&key, admission, now_ms);
-            }
+            self.queue.activate_group(g, &admission, now_ms, Self::gated_admission);
         }
     }
 

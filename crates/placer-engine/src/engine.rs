@@ -185,6 +185,9 @@ pub struct Engine {
     /// The object each pod not bound yet was last read from (shared with the caller, not
     /// copied), so its binding confirmation can be recognised ([`confirm`]).
     sources: FxHashMap<PodKey, Arc<Pod>>,
+    /// The pending pod read last, whose record the next pod may share
+    /// (`ingest.rs`, `read_like_last`).
+    last_read: Option<PodKey>,
     groups: GroupIndex,
     priority_classes: BTreeMap<String, PriorityClassInfo>,
     pdbs: BTreeMap<PodKey, Arc<PodDisruptionBudget>>,
@@ -273,6 +276,7 @@ impl Engine {
             queue,
             pods: FxHashMap::default(),
             sources: FxHashMap::default(),
+            last_read: None,
             groups: GroupIndex::new(),
             priority_classes: BTreeMap::new(),
             pdbs: BTreeMap::new(),
@@ -375,7 +379,14 @@ impl Engine {
     fn key_of(&self, pod: &Pod) -> Option<PodKey> {
         let name = pod.metadata.name.as_deref()?;
         let key = KeyRef::new(pod_namespace(pod), name);
-        Some(self.known_pod_key(key.as_dyn()).cloned().unwrap_or_else(|| key.to_key()))
+        if let Some(known) = self.known_pod_key(key.as_dyn()) {
+            return Some(known.clone());
+        }
+        // A new pod, most often in the namespace of the pod read before it.
+        Some(match &self.last_read {
+            Some(last) => key.to_key_sharing(&last.namespace),
+            None => key.to_key(),
+        })
     }
 
     /// Applies a pod update its caller made itself: `pod` is the version whose

@@ -128,6 +128,13 @@ impl<'a> KeyRef<'a> {
     pub fn to_key(&self) -> ObjectKey {
         ObjectKey { namespace: self.namespace.into(), name: self.name.into(), hash: self.hash }
     }
+
+    /// The owned key, sharing `namespace` when it is this key's (most pods of a run share
+    /// a few namespaces): allocates the name only.
+    pub fn to_key_sharing(&self, namespace: &Arc<str>) -> ObjectKey {
+        let namespace = if **namespace == *self.namespace { namespace.clone() } else { self.namespace.into() };
+        ObjectKey { namespace, name: self.name.into(), hash: self.hash }
+    }
 }
 
 /// What a key is made of, owned ([`ObjectKey`]) or borrowed ([`KeyRef`]). Hash and
@@ -557,6 +564,39 @@ impl PodInfo {
         })
     }
 
+    /// The record of `pod` (key `key`) when it reads exactly as `prev_pod`, whose record is
+    /// `prev`, does: the members of a gang are created alike, and a record built from the
+    /// previous member's shares its view instead of reading the same fields again.
+    ///
+    /// Valid when everything [`Self::from_pod_keyed`] and [`PodSchedulingView::of`] read
+    /// is equal but the pod's identity: the namespace, `spec`, `status`, the labels, the
+    /// annotations and whether the pod is being deleted; and the name, when a generic
+    /// ephemeral volume names its claim after the pod. `None` otherwise (the caller reads
+    /// the pod in full). `priority` is what [`Self::from_pod_keyed`] gives (the spec's), to
+    /// be resolved by the caller as for any read.
+    pub(crate) fn read_like(prev: &PodInfo, prev_pod: &Pod, pod: &Pod, key: ObjectKey) -> Option<PodInfo> {
+        let (meta, prev_meta) = (&pod.metadata, &prev_pod.metadata);
+        let ephemeral = || {
+            pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).is_some_and(|v| v.iter().any(|v| v.ephemeral.is_some()))
+        };
+        let alike = key.namespace == prev.key.namespace
+            && pod.spec == prev_pod.spec
+            && pod.status == prev_pod.status
+            && meta.labels == prev_meta.labels
+            && meta.annotations == prev_meta.annotations
+            && meta.deletion_timestamp.is_some() == prev_meta.deletion_timestamp.is_some()
+            && (meta.name == prev_meta.name || !ephemeral());
+        if !alike {
+            return None;
+        }
+        Some(PodInfo {
+            key,
+            uid: meta.uid.as_deref().unwrap_or_default().into(),
+            priority: prev.view.spec_priority.unwrap_or(0),
+            ..prev.clone()
+        })
+    }
+
     /// The PodGroup the pod belongs to (`spec.schedulingGroup.podGroupName`, in the pod's
     /// namespace), by key.
     pub fn group_key(&self) -> Option<GroupKey> {
@@ -849,6 +889,17 @@ mod tests {
             let (found, _) = map.get_key_value(borrowed.as_dyn()).unzip();
             assert_eq!(found.is_some(), want.is_some());
         }
+    }
+
+    #[test]
+    fn a_key_made_sharing_a_namespace_shares_it_only_when_it_is_the_same() {
+        let ns: Arc<str> = Arc::from("ns");
+        let shared = KeyRef::new("ns", "pod-1").to_key_sharing(&ns);
+        assert!(Arc::ptr_eq(&shared.namespace, &ns));
+        assert_eq!(shared, ObjectKey::new("ns", "pod-1"));
+        let other = KeyRef::new("other", "pod-1").to_key_sharing(&ns);
+        assert_eq!(other, ObjectKey::new("other", "pod-1"));
+        assert_eq!(other.content_hash(), ObjectKey::new("other", "pod-1").content_hash());
     }
 
     #[test]

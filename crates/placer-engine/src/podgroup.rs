@@ -190,10 +190,25 @@ fn fit_signature(pod: &PodInfo, claims_checked: bool) -> Option<FitSignature<'_>
     })
 }
 
+/// Whether two records read the same signature inputs for certain: one shared view
+/// (gang members read alike share it, [`PodInfo::read_like`]) and the same fields of the
+/// record the signature reads besides it. Then both have a signature or neither has, and
+/// the two are equal; the signatures need not be built and compared field by field.
+fn same_signature_source(a: &PodInfo, b: &PodInfo) -> bool {
+    Arc::ptr_eq(&a.view, &b.view)
+        && a.requests == b.requests
+        && a.priority == b.priority
+        && a.nominated_node_name == b.nominated_node_name
+        && a.node_name == b.node_name
+}
+
 /// Whether both pods have a fit signature and it is the same: equal filter inputs, and
 /// no inter-pod affinity, topology spread, claims, volumes or `nodeName` (the single-pod
 /// search's reuse across identical pods, `schedule_one::SingleReuse`).
 pub fn same_fit_signature(a: &PodInfo, b: &PodInfo) -> bool {
+    if same_signature_source(a, b) {
+        return fit_signature(a, false).is_some();
+    }
     fit_signature(a, false).is_some_and(|sa| fit_signature(b, false).is_some_and(|sb| sa == sb))
 }
 
@@ -206,6 +221,9 @@ pub fn same_fit_signature_but_labels(a: &PodInfo, b: &PodInfo, labels: bool) -> 
     /// What both signatures' labels are set to when labels do not count (not one pod's
     /// labels compared with themselves: that walks the map).
     static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+    if same_signature_source(a, b) {
+        return fit_signature(a, false).is_some();
+    }
     let (Some(mut sa), Some(mut sb)) = (fit_signature(a, false), fit_signature(b, false)) else {
         return false;
     };
@@ -247,11 +265,14 @@ pub fn is_uniform_node_local(cycle: &GroupCycle, snap: &Snapshot) -> bool {
     if claims && snap.dra().copy_claims(&cycle.pods).is_none() {
         return false;
     }
-    let Some(first) = cycle.pods.first().and_then(|p| fit_signature(p, claims)) else { return false };
+    let Some(first_pod) = cycle.pods.first() else { return false };
+    let Some(first) = fit_signature(first_pod, claims) else { return false };
     if first.anti_affinity.is_some() || !first.host_ports.is_empty() {
         return false;
     }
-    cycle.pods[1..].iter().all(|p| fit_signature(p, claims).is_some_and(|s| s == first))
+    cycle.pods[1..]
+        .iter()
+        .all(|p| same_signature_source(first_pod, p) || fit_signature(p, claims).is_some_and(|s| s == first))
 }
 
 /// Runs the group algorithm inside `nodes`: members in cycle order, each placed pod

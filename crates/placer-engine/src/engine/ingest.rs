@@ -73,7 +73,10 @@ impl Engine {
     /// The record of `pod` (`key`: its key, when the caller made it already).
     pub(super) fn pod_info(&mut self, pod: Arc<Pod>, key: Option<PodKey>) -> Option<PodInfo> {
         let read = match key {
-            Some(key) => PodInfo::from_pod_keyed(pod.clone(), key),
+            Some(key) => match self.read_like_last(&pod, &key) {
+                Some(info) => Ok(info),
+                None => PodInfo::from_pod_keyed(pod.clone(), key),
+            },
             None => PodInfo::from_pod(pod.clone()),
         };
         match read {
@@ -99,6 +102,22 @@ impl Engine {
         }
     }
 
+    /// The record of `pod` built from the last pending pod read ([`PodInfo::read_like`]),
+    /// when it reads alike. The engine's record of a pending pod is what reading its
+    /// object gives (an update that leaves it unchanged replaces only the object), so
+    /// the two agree. Debug builds check it against a full read.
+    fn read_like_last(&self, pod: &Arc<Pod>, key: &PodKey) -> Option<PodInfo> {
+        let last = self.last_read.as_ref()?;
+        let (prev_pod, prev) = (self.sources.get(last)?, self.pods.get(last)?);
+        let info = PodInfo::read_like(prev, prev_pod, pod, key.clone())?;
+        debug_assert_eq!(
+            PodInfo::from_pod_keyed(pod.clone(), key.clone()).ok().as_ref(),
+            Some(&info),
+            "a pod read alike reads as the pod does"
+        );
+        Some(info)
+    }
+
     pub(super) fn apply_pod(&mut self, pod: Arc<Pod>, now_ms: u64) {
         let key = self.key_of(&pod);
         if let Some(key) = &key {
@@ -117,6 +136,7 @@ impl Engine {
         let key = info.key.clone();
         if info.node_name.is_none() && !info.terminal {
             self.sources.insert(key.clone(), source);
+            self.last_read = Some(key.clone());
         } else {
             self.sources.remove(&key);
         }

@@ -86,8 +86,9 @@ fn same_conditions_but_scheduled(a: Option<&[PodCondition]>, b: Option<&[PodCond
 #[cfg(test)]
 mod tests {
     use super::*;
-    use placer_api::k8s::api::core::v1::{Container, ResourceRequirements};
+    use placer_api::k8s::api::core::v1::{Container, EphemeralVolumeSource, ResourceRequirements, Volume};
     use placer_api::k8s::apimachinery::pkg::api::resource::Quantity;
+    use placer_api::k8s::apimachinery::pkg::apis::meta::v1::Time;
 
     fn pending() -> Pod {
         Pod {
@@ -181,6 +182,12 @@ mod tests {
         NotReady,
         Requests(u32),
         Nominated(String),
+        Name(String),
+        Uid(String),
+        Namespace(String),
+        /// A generic ephemeral volume: its claim is named after the pod.
+        EphemeralVolume,
+        Deleting,
     }
 
     fn apply(p: &mut Pod, c: &Change) {
@@ -225,6 +232,15 @@ mod tests {
             Change::Nominated(n) => {
                 p.status.get_or_insert_with(Default::default).nominated_node_name = Some(n.clone())
             }
+            Change::Name(n) => p.metadata.name = Some(n.clone()),
+            Change::Uid(u) => p.metadata.uid = Some(u.clone()),
+            Change::Namespace(n) => p.metadata.namespace = Some(n.clone()),
+            Change::EphemeralVolume => spec.volumes.get_or_insert_with(Vec::new).push(Volume {
+                name: "scratch".into(),
+                ephemeral: Some(EphemeralVolumeSource::default()),
+                ..Default::default()
+            }),
+            Change::Deleting => p.metadata.deletion_timestamp = Some(Time(Default::default())),
         }
     }
 
@@ -243,6 +259,11 @@ mod tests {
             Just(Change::NotReady),
             (1..3u32).prop_map(|c| Change::Requests(c * 500)),
             word().prop_map(Change::Nominated),
+            word().prop_map(Change::Name),
+            word().prop_map(Change::Uid),
+            word().prop_map(Change::Namespace),
+            Just(Change::EphemeralVolume),
+            Just(Change::Deleting),
         ]
     }
 
@@ -269,6 +290,42 @@ mod tests {
                 let mut expected = read_old;
                 expected.node_name = new.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()).map(std::sync::Arc::from);
                 proptest::prop_assert_eq!(read_new, expected);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// The same changes drive `PodInfo::read_like` (gang members sharing a record):
+        /// whenever it reads a pod from another pod's record, the result is what reading
+        /// the pod in full gives, and a pod that differs only in its identity (name, uid)
+        /// is always read alike.
+        #[test]
+        fn a_pod_read_alike_reads_as_the_pod_does(
+            before in proptest::collection::vec(change(), 0..4),
+            after in proptest::collection::vec(change(), 0..4),
+        ) {
+            use crate::model::{ObjectKey, PodInfo};
+            use std::sync::Arc;
+            let key = |p: &Pod| {
+                ObjectKey::new(p.metadata.namespace.as_deref().unwrap_or("default"), p.metadata.name.as_deref().unwrap_or(""))
+            };
+            let mut prev = pending();
+            for c in &before {
+                apply(&mut prev, c);
+            }
+            let mut pod = prev.clone();
+            for c in &after {
+                apply(&mut pod, c);
+            }
+            let prev_info = PodInfo::from_pod(Arc::new(prev.clone())).expect("reads");
+            let full = PodInfo::from_pod(Arc::new(pod.clone())).expect("reads");
+            if let Some(alike) = PodInfo::read_like(&prev_info, &prev, &pod, key(&pod)) {
+                proptest::prop_assert_eq!(alike, full);
+            }
+            let identity_only = after.iter().all(|c| matches!(c, Change::Name(_) | Change::Uid(_)));
+            let ephemeral = before.iter().any(|c| matches!(c, Change::EphemeralVolume));
+            if identity_only && !ephemeral {
+                proptest::prop_assert!(PodInfo::read_like(&prev_info, &prev, &pod, key(&pod)).is_some());
             }
         }
     }

@@ -132,7 +132,8 @@ impl<'a> KeyRef<'a> {
     /// The owned key, sharing `namespace` when it is this key's (most pods of a run share
     /// a few namespaces): allocates the name only.
     pub fn to_key_sharing(&self, namespace: &Arc<str>) -> ObjectKey {
-        let namespace = if **namespace == *self.namespace { namespace.clone() } else { self.namespace.into() };
+        let namespace =
+            if **namespace == *self.namespace { namespace.clone() } else { self.namespace.into() };
         ObjectKey { namespace, name: self.name.into(), hash: self.hash }
     }
 }
@@ -577,7 +578,10 @@ impl PodInfo {
     pub(crate) fn read_like(prev: &PodInfo, prev_pod: &Pod, pod: &Pod, key: ObjectKey) -> Option<PodInfo> {
         let (meta, prev_meta) = (&pod.metadata, &prev_pod.metadata);
         let ephemeral = || {
-            pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).is_some_and(|v| v.iter().any(|v| v.ephemeral.is_some()))
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.volumes.as_deref())
+                .is_some_and(|v| v.iter().any(|v| v.ephemeral.is_some()))
         };
         let alike = key.namespace == prev.key.namespace
             && pod.spec == prev_pod.spec
@@ -595,6 +599,40 @@ impl PodInfo {
             priority: prev.view.spec_priority.unwrap_or(0),
             ..prev.clone()
         })
+    }
+
+    /// Whether `self` and `other` are alike but for their identity (name and uid): one view
+    /// (shared, as [`Self::read_like`] makes it) and equal fields besides. Cheap: the view
+    /// is compared by pointer, not field by field.
+    pub fn same_but_identity(&self, other: &PodInfo) -> bool {
+        // Destructured so that a new field needs a decision here.
+        let PodInfo {
+            view,
+            key,
+            uid: _,
+            requests,
+            priority,
+            preemption_never,
+            group,
+            node_name,
+            nominated_node_name,
+            scheduler_name,
+            gated,
+            terminal,
+            deleting,
+        } = self;
+        Arc::ptr_eq(view, &other.view)
+            && key.namespace == other.key.namespace
+            && *requests == other.requests
+            && *priority == other.priority
+            && *preemption_never == other.preemption_never
+            && *group == other.group
+            && *node_name == other.node_name
+            && *nominated_node_name == other.nominated_node_name
+            && *scheduler_name == other.scheduler_name
+            && *gated == other.gated
+            && *terminal == other.terminal
+            && *deleting == other.deleting
     }
 
     /// The PodGroup the pod belongs to (`spec.schedulingGroup.podGroupName`, in the pod's

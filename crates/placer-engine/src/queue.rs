@@ -416,7 +416,8 @@ impl SchedulingQueue {
         let mut moved = 0;
         for key in self.group_members_to_activate(group, verdict) {
             let Some(entry) = self.entries.get_mut(&key) else { continue };
-            let admission = if entry.queued.pod.gated { own_verdict(&entry.queued.pod) } else { verdict.clone() };
+            let admission =
+                if entry.queued.pod.gated { own_verdict(&entry.queued.pod) } else { verdict.clone() };
             let Some((state, moves)) = Self::activation(entry, admission, now_ms) else { continue };
             moved += usize::from(moves);
             let change = StateChange::replace(entry, state);

@@ -116,7 +116,10 @@ impl QuickPass {
 pub trait FilterPlugin: Send + Sync {
     /// The plugin name as in kube-scheduler (e.g. `NodeResourcesFit`).
     fn name(&self) -> &'static str;
-    /// What this plugin's verdict for `pod` depends on (see [`Dependence`]).
+    /// What this plugin's verdict for `pod` depends on (see [`Dependence`]). A function of
+    /// the pod's scheduling inputs, not of its identity: two records that differ only in
+    /// name and uid ([`PodInfo::same_but_identity`]) get the same answer, which the
+    /// placement search computes once for a gang's alike members.
     fn dependence(&self, pod: &PodInfo) -> Dependence;
     /// Computes per-pod state from the snapshot (once per scheduling attempt), kept in
     /// [`CycleState::data`] under the plugin's name. An `Err` rejects the pod on every

@@ -320,6 +320,8 @@ mod tests {
             let prev_info = PodInfo::from_pod(Arc::new(prev.clone())).expect("reads");
             let full = PodInfo::from_pod(Arc::new(pod.clone())).expect("reads");
             if let Some(alike) = PodInfo::read_like(&prev_info, &prev, &pod, key(&pod)) {
+                proptest::prop_assert!(alike.same_but_identity(&prev_info), "it shares the view");
+                proptest::prop_assert!(!full.same_but_identity(&prev_info), "a full read does not");
                 proptest::prop_assert_eq!(alike, full);
             }
             let identity_only = after.iter().all(|c| matches!(c, Change::Name(_) | Change::Uid(_)));

@@ -365,16 +365,15 @@ impl<'a> EvaluationPlan<'a> {
         } else {
             placements_to_find(pf.percentage_of_placements_to_score, total_nodes, placements.len())
         };
+        let (all_devices, all_bound) = if baseline { (false, false) } else { members_shortcuts(ctx, cycle) };
         // The devices its claims take at least, for the device pre-filter: sound only if the
         // DynamicResources filter is active for every member.
-        let devices = (!baseline && cycle.pods.iter().all(|p| ctx.algo.shortcuts(p).devices))
-            .then(|| snap.dra().device_demand(&cycle.pods, demand.needed() as usize))
-            .flatten();
+        let devices =
+            all_devices.then(|| snap.dra().device_demand(&cycle.pods, demand.needed() as usize)).flatten();
         EvaluationPlan {
             placements,
             // Sound only if some active filter checks plain resources for every member.
-            prefilter: (!baseline && cycle.pods.iter().all(|p| ctx.algo.shortcuts(p).aggregate_bound))
-                .then_some(demand),
+            prefilter: all_bound.then_some(demand),
             devices,
             key,
             order,
@@ -382,6 +381,28 @@ impl<'a> EvaluationPlan<'a> {
             nominated_first,
         }
     }
+}
+
+/// Whether the DynamicResources filter is active for every member, and whether some active
+/// filter checks plain resources for every member. The members' shortcuts are asked once
+/// per run of members alike but for their identity (a gang's members, mostly): a filter's
+/// `dependence` does not read the pod's name or uid.
+fn members_shortcuts(ctx: &GroupContext<'_>, cycle: &GroupCycle) -> (bool, bool) {
+    let (mut devices, mut bound) = (true, true);
+    let mut last: Option<(&PodInfo, crate::framework::Shortcuts)> = None;
+    for p in &cycle.pods {
+        let s = match last {
+            Some((q, s)) if q.same_but_identity(p) => {
+                debug_assert_eq!(s, ctx.algo.shortcuts(p), "a member alike has the same shortcuts");
+                s
+            }
+            _ => ctx.algo.shortcuts(p),
+        };
+        devices &= s.devices;
+        bound &= s.aggregate_bound;
+        last = Some((p, s));
+    }
+    (devices, bound)
 }
 
 /// Evaluation order: name order, the placement with the most nominated members first

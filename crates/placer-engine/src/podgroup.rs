@@ -190,23 +190,11 @@ fn fit_signature(pod: &PodInfo, claims_checked: bool) -> Option<FitSignature<'_>
     })
 }
 
-/// Whether two records read the same signature inputs for certain: one shared view
-/// (gang members read alike share it, [`PodInfo::read_like`]) and the same fields of the
-/// record the signature reads besides it. Then both have a signature or neither has, and
-/// the two are equal; the signatures need not be built and compared field by field.
-fn same_signature_source(a: &PodInfo, b: &PodInfo) -> bool {
-    Arc::ptr_eq(&a.view, &b.view)
-        && a.requests == b.requests
-        && a.priority == b.priority
-        && a.nominated_node_name == b.nominated_node_name
-        && a.node_name == b.node_name
-}
-
 /// Whether both pods have a fit signature and it is the same: equal filter inputs, and
 /// no inter-pod affinity, topology spread, claims, volumes or `nodeName` (the single-pod
 /// search's reuse across identical pods, `schedule_one::SingleReuse`).
 pub fn same_fit_signature(a: &PodInfo, b: &PodInfo) -> bool {
-    if same_signature_source(a, b) {
+    if a.same_but_identity(b) {
         return fit_signature(a, false).is_some();
     }
     fit_signature(a, false).is_some_and(|sa| fit_signature(b, false).is_some_and(|sb| sa == sb))
@@ -221,7 +209,7 @@ pub fn same_fit_signature_but_labels(a: &PodInfo, b: &PodInfo, labels: bool) -> 
     /// What both signatures' labels are set to when labels do not count (not one pod's
     /// labels compared with themselves: that walks the map).
     static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
-    if same_signature_source(a, b) {
+    if a.same_but_identity(b) {
         return fit_signature(a, false).is_some();
     }
     let (Some(mut sa), Some(mut sb)) = (fit_signature(a, false), fit_signature(b, false)) else {
@@ -272,7 +260,7 @@ pub fn is_uniform_node_local(cycle: &GroupCycle, snap: &Snapshot) -> bool {
     }
     cycle.pods[1..]
         .iter()
-        .all(|p| same_signature_source(first_pod, p) || fit_signature(p, claims).is_some_and(|s| s == first))
+        .all(|p| first_pod.same_but_identity(p) || fit_signature(p, claims).is_some_and(|s| s == first))
 }
 
 /// Runs the group algorithm inside `nodes`: members in cycle order, each placed pod

@@ -56,6 +56,7 @@ fn validate_and_simulate_take_directories_and_stdin() {
     let empty = temp_dir("empty");
     let out = placer(&["validate", empty.to_str().unwrap_or_default()]);
     let (_, stderr) = text(&out);
+    let _ = std::fs::remove_dir_all(&empty);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("no *.yaml or *.yml file"), "{stderr}");
 }

@@ -185,9 +185,10 @@ pub struct Engine {
     /// The object each pod not bound yet was last read from (shared with the caller, not
     /// copied), so its binding confirmation can be recognised ([`confirm`]).
     sources: FxHashMap<PodKey, Arc<Pod>>,
-    /// The pending pod read last, whose record the next pod may share
-    /// (`ingest.rs`, `read_like_last`).
-    last_read: Option<PodKey>,
+    /// The pending pod read last: the object and the record read from it, which the next
+    /// pod may share (`ingest.rs`, `read_like_last`). Held apart from `pods` and `sources`
+    /// (which may have moved on since): the pair is one read, whatever happened after.
+    last_read: Option<(Arc<Pod>, Arc<PodInfo>)>,
     groups: GroupIndex,
     priority_classes: BTreeMap<String, PriorityClassInfo>,
     pdbs: BTreeMap<PodKey, Arc<PodDisruptionBudget>>,
@@ -375,18 +376,20 @@ impl Engine {
     }
 
     /// The key of a pod object (none without a name), shared with the engine's when it
-    /// knows the pod ([`Self::canonical_pod_key`]).
-    fn key_of(&self, pod: &Pod) -> Option<PodKey> {
+    /// knows the pod ([`Self::canonical_pod_key`]), and whether it does (has a record of
+    /// it: a new pod has none, nor an object read or an assumption).
+    fn key_of(&self, pod: &Pod) -> Option<(PodKey, bool)> {
         let name = pod.metadata.name.as_deref()?;
         let key = KeyRef::new(pod_namespace(pod), name);
         if let Some(known) = self.known_pod_key(key.as_dyn()) {
-            return Some(known.clone());
+            return Some((known.clone(), true));
         }
         // A new pod, most often in the namespace of the pod read before it.
-        Some(match &self.last_read {
-            Some(last) => key.to_key_sharing(&last.namespace),
+        let key = match &self.last_read {
+            Some((_, last)) => key.to_key_sharing(&last.key.namespace),
             None => key.to_key(),
-        })
+        };
+        Some((key, false))
     }
 
     /// Applies a pod update its caller made itself: `pod` is the version whose
@@ -396,7 +399,7 @@ impl Engine {
     /// the engine's copy of the pod is that version (debug builds still compare).
     pub fn apply_condition_write(&mut self, pod: Arc<Pod>, previous: &str, now_ms: u64) {
         let key = self.key_of(&pod);
-        if key.is_some_and(|key| self.refresh_in_place(&key, &pod, Some(previous))) {
+        if key.is_some_and(|(key, known)| known && self.refresh_in_place(&key, &pod, Some(previous))) {
             #[cfg(test)]
             if let Some(name) = pod.metadata.name.clone() {
                 let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());

@@ -44,27 +44,33 @@ impl Engine {
             return false;
         }
         let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else { return false };
+        // The assumption and the object read are taken out first and put back when the
+        // confirmation cannot be taken in place (nothing iterates either map, so their
+        // order does not matter): one probe of each on the common path.
+        let Some(assumed) = self.assumed.remove(key) else { return false };
+        let Some(read) = self.sources.remove(key) else {
+            self.assumed.insert(key.clone(), assumed);
+            return false;
+        };
         // The assumption stands on this node and was made from the pod's current record
-        // (an update since, e.g. a status write before the binding landed, replaced it).
-        let current = self.pods.get(key);
-        let Some(assumed) = self.assumed.get(key) else { return false };
-        if *assumed.node != *node || !current.is_some_and(|c| Arc::ptr_eq(c, &assumed.queued.pod)) {
+        // (an update since, e.g. a status write before the binding landed, replaced it);
+        // `pod` differs from the object read only by what a binding writes; the snapshot
+        // still counts the very copy made when the pod was assumed.
+        let current = self.pods.get_mut(key);
+        let exact = *assumed.node == *node
+            && current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &assumed.queued.pod))
+            && differs_only_by_binding(&read, pod)
+            && self.snapshot.counted_pod(key).is_some_and(|c| Arc::ptr_eq(c, &assumed.counted));
+        let (true, Some(current)) = (exact, current) else {
+            self.sources.insert(key.clone(), read);
+            self.assumed.insert(key.clone(), assumed);
             return false;
-        }
-        if !self.sources.get(key).is_some_and(|read| differs_only_by_binding(read, pod)) {
-            return false;
-        }
-        // The snapshot still counts the very copy made when the pod was assumed.
-        let counted = assumed.counted.clone();
-        if !self.snapshot.counted_pod(key).is_some_and(|c| Arc::ptr_eq(c, &counted)) {
-            return false;
-        }
+        };
+        let counted = assumed.counted;
+        *current = counted.clone();
         #[cfg(debug_assertions)]
         self.check_confirmation(pod, &counted);
-        self.sources.remove(key);
-        self.assumed.remove(key);
         self.queue.remove(key);
-        self.pods.insert(key.clone(), counted.clone());
         self.preempt.observe_pod(&counted);
         // What `apply_pod` does for a pod that became assigned: pods with inter-pod
         // affinity or hard topology spread may fit now, and its group's waiting members
@@ -153,6 +159,10 @@ impl Engine {
             return None;
         }
         let resource_version = read.metadata.resource_version.clone();
+        // The object read last is held for the next pod's read too: let go of it as well.
+        if self.last_read.as_ref().is_some_and(|(last, _)| Arc::ptr_eq(last, read)) {
+            self.last_read = None;
+        }
         self.sources.remove(key);
         Some(ReleasedPodObject { key: key.clone(), resource_version })
     }

@@ -107,8 +107,7 @@ impl Engine {
     /// object gives (an update that leaves it unchanged replaces only the object), so
     /// the two agree. Debug builds check it against a full read.
     fn read_like_last(&self, pod: &Arc<Pod>, key: &PodKey) -> Option<PodInfo> {
-        let last = self.last_read.as_ref()?;
-        let (prev_pod, prev) = (self.sources.get(last)?, self.pods.get(last)?);
+        let (prev_pod, prev) = self.last_read.as_ref()?;
         let info = PodInfo::read_like(prev, prev_pod, pod, key.clone())?;
         debug_assert_eq!(
             PodInfo::from_pod_keyed(pod.clone(), key.clone()).ok().as_ref(),
@@ -119,15 +118,27 @@ impl Engine {
     }
 
     pub(super) fn apply_pod(&mut self, pod: Arc<Pod>, now_ms: u64) {
-        let key = self.key_of(&pod);
-        if let Some(key) = &key {
+        let (key, known) = match self.key_of(&pod) {
+            Some((key, known)) => (Some(key), known),
+            None => (None, false),
+        };
+        // A pod the engine knows nothing of has no assumption to confirm nor object to
+        // refresh (every pod with either has a record).
+        debug_assert!(
+            known
+                || key
+                    .as_ref()
+                    .is_none_or(|k| !self.sources.contains_key(k) && !self.assumed.contains_key(k)),
+            "a pod with an object read or an assumption has a record"
+        );
+        if let (Some(key), true) = (&key, known) {
             if self.confirm_in_place(key, &pod, now_ms) || self.refresh_in_place(key, &pod, None) {
                 return;
             }
         }
         let source = pod.clone();
         let Some(info) = self.pod_info(pod, key.clone()) else {
-            if let Some(key) = &key {
+            if let (Some(key), true) = (&key, known) {
                 self.sources.remove(key);
             }
             return;
@@ -135,9 +146,9 @@ impl Engine {
         let info = Arc::new(info);
         let key = info.key.clone();
         if info.node_name.is_none() && !info.terminal {
+            self.last_read = Some((source.clone(), info.clone()));
             self.sources.insert(key.clone(), source);
-            self.last_read = Some(key.clone());
-        } else {
+        } else if known {
             self.sources.remove(&key);
         }
         let old = self.pods.insert(key.clone(), info.clone());
@@ -159,7 +170,7 @@ impl Engine {
                 // hard topology spread may fit now.
                 self.queue.move_pod_dependent_unschedulable(now_ms);
             }
-        } else if self.assumed.contains_key(&key) {
+        } else if old.is_some() && self.assumed.contains_key(&key) {
             // A status update written before the binding landed: keep the assumption unless
             // the pod went away.
             if info.terminal || info.deleting {

@@ -199,6 +199,12 @@ impl ClusterStore for ControllerStore<'_> {
     fn watch_since(&self, after: u64) -> Vec<WatchEvent> {
         self.store.watch_since(after)
     }
+    fn changed_since(&self, after: u64, kinds: &[placer_cluster::Kind]) -> bool {
+        self.store.changed_since(after, kinds)
+    }
+    fn visit_events_since(&self, after: u64, f: &mut dyn FnMut(&WatchEvent)) {
+        self.store.visit_events_since(after, f)
+    }
 }
 
 #[cfg(test)]

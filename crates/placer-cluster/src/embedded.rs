@@ -237,6 +237,14 @@ impl EmbeddedCluster {
         self.log_floor
     }
 
+    /// Makes room for `additional` more objects (and their watch events), so that loading
+    /// a large cluster does not grow the tables step by step. Only capacity changes.
+    pub fn reserve(&mut self, additional: usize) {
+        self.objects.reserve(additional);
+        self.by_uid.reserve(additional);
+        self.log.reserve(additional);
+    }
+
     /// The watch log after `after`, borrowed; `Err` with the floor when entries after
     /// `after` were compacted away.
     pub fn log_since(&self, after: u64) -> Result<&[WatchEvent], LogCompacted> {
@@ -844,6 +852,20 @@ impl ClusterStore for EmbeddedCluster {
                 events.retain(|e| kinds.contains(&e.object.kind()));
                 events
             }
+        }
+    }
+
+    fn changed_since(&self, after: u64, kinds: &[Kind]) -> bool {
+        match self.log_since(after) {
+            Ok(events) => events.iter().any(|e| kinds.contains(&e.object.kind())),
+            Err(_) => self.watch_from_state(after).iter().any(|e| kinds.contains(&e.object.kind())),
+        }
+    }
+
+    fn visit_events_since(&self, after: u64, f: &mut dyn FnMut(&WatchEvent)) {
+        match self.log_since(after) {
+            Ok(events) => events.iter().for_each(f),
+            Err(_) => self.watch_from_state(after).iter().for_each(f),
         }
     }
 
@@ -1760,6 +1782,30 @@ mod tests {
         assert_eq!(c.check_create(&valid_pod("b", None, "1")), Ok(()));
         assert_eq!(c.resource_version(), 1);
         assert!(c.get(&pod_ref("b")).is_none());
+    }
+
+    #[test]
+    fn visiting_and_asking_for_changes_answer_as_the_copied_watch_does() {
+        let mut c = EmbeddedCluster::new();
+        for name in ["a", "b", "c", "d"] {
+            c.create(pod("default", name)).unwrap();
+        }
+        c.delete(&pod_ref("a")).unwrap();
+        c.compact_log(5);
+        c.delete(&pod_ref("c")).unwrap();
+        // From the log (after the floor) and from the surviving objects (before it).
+        for after in [0, 1, 3, 5, 6, 7] {
+            let mut visited = Vec::new();
+            c.visit_events_since(after, &mut |e| visited.push(e.clone()));
+            assert_eq!(visited, c.watch_since(after), "after {after}");
+            for kinds in [&[Kind::Pod][..], &[Kind::Node], &[Kind::Node, Kind::Pod], &[]] {
+                assert_eq!(
+                    c.changed_since(after, kinds),
+                    !c.watch_kinds_since(after, kinds).is_empty(),
+                    "after {after}, {kinds:?}"
+                );
+            }
+        }
     }
 
     #[test]

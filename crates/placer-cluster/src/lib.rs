@@ -191,6 +191,20 @@ pub trait ClusterStore {
         events
     }
 
+    /// Whether anything of `kinds` changed after `after` (what `watch_kinds_since` would
+    /// answer non-empty): a store can tell without copying the events.
+    fn changed_since(&self, after: u64, kinds: &[Kind]) -> bool {
+        !self.watch_kinds_since(after, kinds).is_empty()
+    }
+
+    /// Calls `f` with every event `watch_since(after)` answers, in order; a store can do it
+    /// without copying them.
+    fn visit_events_since(&self, after: u64, f: &mut dyn FnMut(&WatchEvent)) {
+        for event in self.watch_since(after) {
+            f(&event);
+        }
+    }
+
     /// Calls `f` with every object of a kind, in `list` order; a store can do it without
     /// copying them.
     fn visit(&self, kind: Kind, f: &mut dyn FnMut(&Object)) {

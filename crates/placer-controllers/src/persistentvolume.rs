@@ -570,9 +570,9 @@ impl Controller for PersistentVolumeController {
             Kind::Node,
             Kind::CSINode,
         ];
-        let events = store.watch_kinds_since(self.seen_rv, &kinds);
+        let changed = store.changed_since(self.seen_rv, &kinds);
         let latest = store.resource_version();
-        if events.is_empty() {
+        if !changed {
             self.seen_rv = latest;
             return Ok(false);
         }

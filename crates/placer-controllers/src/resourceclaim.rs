@@ -318,21 +318,22 @@ impl Controller for ResourceClaimController {
     }
 
     fn reconcile(&mut self, store: &mut dyn ClusterStore) -> Result<bool, ControllerError> {
-        let events = store.watch_since(self.seen_rv);
-        let Some(last) = events.last() else { return Ok(false) };
-        self.seen_rv = last.resource_version;
         // What changed, by kind; the objects are read fresh from the store.
+        let mut last = None;
         let mut groups: BTreeSet<(String, String)> = BTreeSet::new();
         let mut pods: BTreeSet<(String, String)> = BTreeSet::new();
         let mut claims_check = false;
         let mut templates = false;
-        for e in &events {
-            let m = e.object.metadata();
-            let key = (ns(m), m.name.clone().unwrap_or_default());
+        store.visit_events_since(self.seen_rv, &mut |e| {
+            last = Some(e.resource_version);
+            let key = || {
+                let m = e.object.metadata();
+                (ns(m), m.name.clone().unwrap_or_default())
+            };
             match (&e.object, e.kind) {
                 (Object::PodGroup(_), WatchEventKind::Deleted) => claims_check = true,
                 (Object::PodGroup(_), _) => {
-                    groups.insert(key);
+                    groups.insert(key());
                 }
                 (Object::Pod(p), kind) => {
                     if kind == WatchEventKind::Deleted || is_done(p) {
@@ -342,14 +343,16 @@ impl Controller for ResourceClaimController {
                         .as_ref()
                         .is_some_and(|s| s.resource_claims.as_ref().is_some_and(|c| !c.is_empty()))
                     {
-                        pods.insert(key);
+                        pods.insert(key());
                     }
                 }
                 (Object::ResourceClaim(_), _) => claims_check = true,
                 (Object::ResourceClaimTemplate(_), _) => templates = true,
                 _ => {}
             }
-        }
+        });
+        let Some(last) = last else { return Ok(false) };
+        self.seen_rv = last;
         if templates {
             // A template that appeared lets waiting pods and PodGroups get their claims.
             for o in store.list(Kind::PodGroup) {

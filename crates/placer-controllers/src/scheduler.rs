@@ -214,7 +214,9 @@ impl SchedulerController {
         // Writes made before this sync are in the watch now, or (a lagging watch) are read
         // the plain way.
         let mut condition_writes = std::mem::take(&mut self.condition_writes);
-        for event in store.watch_since(self.seen_rv) {
+        // The events are visited in the store, not copied out of it; each is cloned on its
+        // own (an `Arc` for nodes and pods) as the engine takes it.
+        store.visit_events_since(self.seen_rv, &mut |event| {
             self.seen_rv = self.seen_rv.max(event.resource_version);
             if let (Object::Pod(pod), WatchEventKind::Modified, false) =
                 (&event.object, &event.kind, condition_writes.is_empty())
@@ -227,11 +229,11 @@ impl SchedulerController {
                     if pod.metadata.resource_version.as_deref() == Some(after.as_str()) {
                         self.engine.apply_condition_write(pod.clone(), &before, now);
                         self.track_pending(&key);
-                        continue;
+                        return;
                     }
                 }
             }
-            if let Some(e) = cluster_event(event) {
+            if let Some(e) = cluster_event(event.clone()) {
                 let key = match &e {
                     ClusterEvent::PodUpserted(p) => Some(PodKey::new(
                         p.metadata.namespace.clone().unwrap_or_default(),
@@ -249,7 +251,7 @@ impl SchedulerController {
                     self.track_pending(&key);
                 }
             }
-        }
+        });
         for message in self.engine.take_ingest_errors() {
             tracing::warn!(controller = "scheduler", %message, "object not readable by the scheduler");
         }
@@ -977,6 +979,12 @@ impl ClusterStore for Staged<'_> {
     }
     fn watch_since(&self, after: u64) -> Vec<WatchEvent> {
         self.inner.watch_since(after)
+    }
+    fn changed_since(&self, after: u64, kinds: &[placer_cluster::Kind]) -> bool {
+        self.inner.changed_since(after, kinds)
+    }
+    fn visit_events_since(&self, after: u64, f: &mut dyn FnMut(&WatchEvent)) {
+        self.inner.visit_events_since(after, f)
     }
 }
 

@@ -72,26 +72,32 @@ pub fn generated_node_names(spec: &GenerateSpec) -> Vec<String> {
 
 /// The generated nodes (Ready: no conditions, which the format reads as Ready).
 pub fn generated_nodes(spec: &GenerateSpec) -> Vec<Node> {
-    paths(spec)
-        .into_iter()
-        .filter_map(|path| {
-            let name = path.last()?.clone();
-            let mut labels: BTreeMap<String, String> = spec.labels.clone();
-            for (level, value) in spec.levels.iter().zip(&path) {
-                labels.insert(level.clone(), value.clone());
-            }
-            labels.insert(HOSTNAME_LABEL.to_string(), name.clone());
-            Some(Node {
-                metadata: ObjectMeta { name: Some(name), labels: Some(labels), ..Default::default() },
-                spec: Some(NodeSpec::default()),
-                status: Some(NodeStatus {
-                    allocatable: Some(spec.allocatable.clone()),
-                    capacity: Some(spec.allocatable.clone()),
-                    ..Default::default()
-                }),
-            })
-        })
-        .collect()
+    generated_nodes_iter(spec).collect()
+}
+
+/// The nodes of [`generated_nodes`], made one at a time (a caller that stores them one by
+/// one holds no second copy of the whole cluster), with how many there are.
+pub fn generated_nodes_iter(spec: &GenerateSpec) -> impl ExactSizeIterator<Item = Node> + '_ {
+    // Every path has one value per level: without levels there is no node.
+    let mut paths = paths(spec);
+    paths.retain(|p| !p.is_empty());
+    paths.into_iter().map(move |path| {
+        let name = path.last().cloned().unwrap_or_default();
+        let mut labels: BTreeMap<String, String> = spec.labels.clone();
+        for (level, value) in spec.levels.iter().zip(&path) {
+            labels.insert(level.clone(), value.clone());
+        }
+        labels.insert(HOSTNAME_LABEL.to_string(), name.clone());
+        Node {
+            metadata: ObjectMeta { name: Some(name), labels: Some(labels), ..Default::default() },
+            spec: Some(NodeSpec::default()),
+            status: Some(NodeStatus {
+                allocatable: Some(spec.allocatable.clone()),
+                capacity: Some(spec.allocatable.clone()),
+                ..Default::default()
+            }),
+        }
+    })
 }
 
 #[cfg(test)]
@@ -106,6 +112,17 @@ mod tests {
             allocatable: [("cpu".to_string(), Quantity("4".into()))].into(),
             labels: [("pool".to_string(), "gpu".to_string())].into(),
         }
+    }
+
+    #[test]
+    fn nodes_are_made_one_at_a_time_as_the_list_makes_them_and_none_without_levels() {
+        let s = spec(&["topology.example.com/rack", HOSTNAME_LABEL], &[2, 3]);
+        let one_by_one = generated_nodes_iter(&s);
+        assert_eq!(one_by_one.len(), 6);
+        assert_eq!(one_by_one.collect::<Vec<_>>(), generated_nodes(&s));
+        let none = spec(&[], &[]);
+        assert_eq!(generated_nodes_iter(&none).len(), 0);
+        assert!(generated_node_names(&none).is_empty());
     }
 
     #[test]

@@ -106,13 +106,12 @@ impl Controller for SimKubelet {
     }
 
     fn reconcile(&mut self, store: &mut dyn ClusterStore) -> Result<bool, ControllerError> {
-        let events = store.watch_since(self.seen_rv);
-        self.seen_rv = store.resource_version();
+        let seen_rv = std::mem::replace(&mut self.seen_rv, store.resource_version());
         let mut wrote = false;
         let mut errors = Vec::new();
         let mut deleted_nodes = BTreeSet::new();
         let mut changed_pods = BTreeSet::new();
-        for e in events {
+        store.visit_events_since(seen_rv, &mut |e| {
             match (&e.object, e.kind) {
                 (Object::Node(n), WatchEventKind::Deleted) => {
                     deleted_nodes.insert(n.metadata.name.clone().unwrap_or_default());
@@ -128,7 +127,7 @@ impl Controller for SimKubelet {
                 }
                 _ => {}
             }
-        }
+        });
         // Pod garbage collection: pods bound to a node that no longer exists.
         if !deleted_nodes.is_empty() {
             for obj in store.list(Kind::Pod) {

@@ -292,27 +292,25 @@ impl Controller for NodeLifecycle {
     }
 
     fn reconcile(&mut self, store: &mut dyn ClusterStore) -> Result<bool, ControllerError> {
-        let events = store.watch_since(self.seen_rv);
-        self.seen_rv = store.resource_version();
+        let seen_rv = std::mem::replace(&mut self.seen_rv, store.resource_version());
         let mut wrote = false;
         let mut nodes = BTreeSet::new();
         let mut pods = BTreeSet::new();
-        for e in &events {
-            match (&e.object, e.kind) {
-                (Object::Node(n), WatchEventKind::Added | WatchEventKind::Modified) => {
-                    nodes.insert(n.metadata.name.clone().unwrap_or_default());
-                }
-                (Object::Pod(p), WatchEventKind::Added | WatchEventKind::Modified) => {
-                    pods.insert(pod_ref(p));
-                }
-                (Object::Pod(p), WatchEventKind::Deleted) => {
-                    if let Some(uid) = &p.metadata.uid {
-                        self.tainted_since.remove(uid);
-                    }
-                }
-                _ => {}
+        let tainted_since = &mut self.tainted_since;
+        store.visit_events_since(seen_rv, &mut |e| match (&e.object, e.kind) {
+            (Object::Node(n), WatchEventKind::Added | WatchEventKind::Modified) => {
+                nodes.insert(n.metadata.name.clone().unwrap_or_default());
             }
-        }
+            (Object::Pod(p), WatchEventKind::Added | WatchEventKind::Modified) => {
+                pods.insert(pod_ref(p));
+            }
+            (Object::Pod(p), WatchEventKind::Deleted) => {
+                if let Some(uid) = &p.metadata.uid {
+                    tainted_since.remove(uid);
+                }
+            }
+            _ => {}
+        });
         for name in &nodes {
             if let Some(Object::Node(n)) = store.get(&ObjectRef::new(Kind::Node, "", name.as_str())) {
                 wrote |= self.reconcile_node(store, &n).map_err(|e| err(e.to_string()))?;

@@ -39,7 +39,7 @@ use placer_engine::SchedulerConfig;
 use placer_engine::{ExtensionPoint, ScoringStrategy};
 
 use crate::expect::{check, unexpected_errors, CheckReport, Failure};
-use crate::generate::generated_nodes;
+use crate::generate::generated_nodes_iter;
 use crate::kubelet::SimKubelet;
 use crate::lifecycle::{DefaultTolerationSeconds, NodeLifecycle};
 use crate::report::{all_objects, cluster_summary, group_rows, ClusterSummary, GroupRow};
@@ -375,14 +375,8 @@ pub fn setup_cluster(
     s: &Scenario,
     store: &mut EmbeddedCluster,
 ) -> Result<(HashSet<String>, HashSet<String>), String> {
-    let mut nodes: Vec<(String, Object)> =
-        s.nodes.iter().map(|m| (m.path.clone(), m.object.clone())).collect();
-    if let Some(g) = &s.generate {
-        nodes.extend(
-            generated_nodes(g).into_iter().map(|n| ("cluster.generate".to_string(), Object::Node(n.into()))),
-        );
-    }
-    for (path, mut node) in nodes {
+    // A node without a `Ready` condition is Ready.
+    let ready = |mut node: Object| {
         if let Some(n) = node.as_node_mut() {
             let conditions =
                 n.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
@@ -395,7 +389,16 @@ pub fn setup_cluster(
                 });
             }
         }
-        store.create(node).map_err(|e| format!("{path}: {e}"))?;
+        node
+    };
+    let generated = s.generate.as_ref().map(generated_nodes_iter);
+    store.reserve(s.nodes.len() + generated.as_ref().map_or(0, ExactSizeIterator::len));
+    for m in &s.nodes {
+        store.create(ready(m.object.clone())).map_err(|e| format!("{}: {e}", m.path))?;
+    }
+    // Generated nodes are made and stored one at a time.
+    for node in generated.into_iter().flatten() {
+        store.create(ready(Object::Node(node.into()))).map_err(|e| format!("cluster.generate: {e}"))?;
     }
     let mut frozen = HashSet::new();
     let mut terminating = HashSet::new();

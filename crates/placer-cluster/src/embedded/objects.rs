@@ -25,6 +25,10 @@ impl ObjectMap {
         self.by_ref.len()
     }
 
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        self.by_ref.reserve(additional);
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.by_ref.is_empty()
     }

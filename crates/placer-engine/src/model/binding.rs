@@ -244,6 +244,19 @@ mod tests {
         }
     }
 
+    /// A pending pod with `before` applied, and that version with `after` applied too.
+    fn two_versions(before: &[Change], after: &[Change]) -> (Pod, Pod) {
+        let mut first = pending();
+        for c in before {
+            apply(&mut first, c);
+        }
+        let mut second = first.clone();
+        for c in after {
+            apply(&mut second, c);
+        }
+        (first, second)
+    }
+
     fn change() -> impl proptest::strategy::Strategy<Value = Change> {
         use proptest::prelude::*;
         let word = || prop::sample::select(vec!["a", "b"]).prop_map(String::from);
@@ -276,14 +289,7 @@ mod tests {
             before in proptest::collection::vec(change(), 0..4),
             after in proptest::collection::vec(change(), 0..4),
         ) {
-            let mut old = pending();
-            for c in &before {
-                apply(&mut old, c);
-            }
-            let mut new = old.clone();
-            for c in &after {
-                apply(&mut new, c);
-            }
+            let (old, new) = two_versions(&before, &after);
             if differs_only_by_binding(&old, &new) {
                 let read_old = crate::model::PodInfo::from_pod(std::sync::Arc::new(old)).expect("reads");
                 let read_new = crate::model::PodInfo::from_pod(std::sync::Arc::new(new.clone())).expect("reads");
@@ -309,14 +315,7 @@ mod tests {
             let key = |p: &Pod| {
                 ObjectKey::new(p.metadata.namespace.as_deref().unwrap_or("default"), p.metadata.name.as_deref().unwrap_or(""))
             };
-            let mut prev = pending();
-            for c in &before {
-                apply(&mut prev, c);
-            }
-            let mut pod = prev.clone();
-            for c in &after {
-                apply(&mut pod, c);
-            }
+            let (prev, pod) = two_versions(&before, &after);
             let prev_info = PodInfo::from_pod(Arc::new(prev.clone())).expect("reads");
             let full = PodInfo::from_pod(Arc::new(pod.clone())).expect("reads");
             if let Some(alike) = PodInfo::read_like(&prev_info, &prev, &pod, key(&pod)) {

@@ -6,7 +6,6 @@
 //! `featureGates`) is parsed with [`Gate::from_name`] / [`FeatureGates::set`], and an
 //! unknown name is an [`UnknownGate`] error that names it and lists the known ones.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 /// Declares the gates with their names and defaults, in one place.
@@ -135,15 +134,32 @@ pub struct UnknownGate {
     pub known: String,
 }
 
-/// A resolved set of feature gates.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A resolved set of feature gates: one bit per gate, by declaration order (the engine
+/// asks about a gate on every pod event and binding).
+#[derive(Clone, PartialEq, Eq)]
 pub struct FeatureGates {
-    values: BTreeMap<Gate, bool>,
+    on: u64,
+}
+
+// One bit per gate.
+const _: () = assert!(Gate::ALL.len() <= 64);
+
+impl Gate {
+    const fn bit(self) -> u64 {
+        1 << self as u32
+    }
 }
 
 impl Default for FeatureGates {
     fn default() -> Self {
-        FeatureGates { values: Gate::ALL.iter().map(|g| (*g, g.default_value())).collect() }
+        let on = Gate::ALL.iter().filter(|g| g.default_value()).fold(0, |on, g| on | g.bit());
+        FeatureGates { on }
+    }
+}
+
+impl fmt::Debug for FeatureGates {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(Gate::ALL.iter().map(|g| (g, self.enabled(*g)))).finish()
     }
 }
 
@@ -177,18 +193,35 @@ impl FeatureGates {
 
     /// Sets a gate.
     pub fn set_gate(&mut self, gate: Gate, value: bool) {
-        self.values.insert(gate, value);
+        if value {
+            self.on |= gate.bit();
+        } else {
+            self.on &= !gate.bit();
+        }
     }
 
     /// Whether a gate is on.
     pub fn enabled(&self, gate: Gate) -> bool {
-        self.values.get(&gate).copied().unwrap_or(gate.default_value())
+        self.on & gate.bit() != 0
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_gate_is_set_and_cleared_alone() {
+        for gate in Gate::ALL {
+            for value in [true, false] {
+                let g = FeatureGates::with([(*gate, value)]);
+                for other in Gate::ALL {
+                    let expected = if other == gate { value } else { other.default_value() };
+                    assert_eq!(g.enabled(*other), expected, "{gate} = {value}: {other}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn defaults_and_overrides() {

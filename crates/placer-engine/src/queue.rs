@@ -406,6 +406,11 @@ impl SchedulingQueue {
     /// A group event: every member [`Self::group_members_to_activate`] lists is activated
     /// ([`Self::activate`]) with the group's `verdict`, or with `own_verdict` for a member
     /// gated by its own scheduling gates. One lookup per member. Returns how many moved.
+    ///
+    /// The waiting sets those members are in are taken out whole, and each member is
+    /// filed again only where its new state waits (a gang that reaches its quorum moves
+    /// every member out of one set: one removal of the set, not one per member). The
+    /// order of the visits does not matter: every index is ordered by its own key.
     pub fn activate_group(
         &mut self,
         group: &GroupKey,
@@ -413,15 +418,41 @@ impl SchedulingQueue {
         now_ms: u64,
         own_verdict: impl Fn(&PodInfo) -> Admission,
     ) -> usize {
+        let Some(w) = self.group_waiting.get_mut(group) else { return 0 };
+        let stays = |reason: &Reason| matches!(verdict, Admission::Reject(r) if r == reason);
+        if w.unschedulable.is_empty() && w.gated.keys().all(stays) {
+            return 0; // a gang's member joined before its quorum: nothing moves
+        }
+        let mut leaving = vec![std::mem::take(&mut w.unschedulable)];
+        for (reason, members) in std::mem::take(&mut w.gated) {
+            if stays(&reason) {
+                w.gated.insert(reason, members);
+            } else {
+                leaving.push(members);
+            }
+        }
+        if w.is_empty() {
+            self.group_waiting.remove(group);
+        }
         let mut moved = 0;
-        for key in self.group_members_to_activate(group, verdict) {
+        for (arrival, key) in leaving.into_iter().flatten() {
             let Some(entry) = self.entries.get_mut(&key) else { continue };
             let admission =
                 if entry.queued.pod.gated { own_verdict(&entry.queued.pod) } else { verdict.clone() };
-            let Some((state, moves)) = Self::activation(entry, admission, now_ms) else { continue };
-            moved += usize::from(moves);
-            let change = StateChange::replace(entry, state);
-            self.reindex(&key, change);
+            let change = match Self::activation(entry, admission, now_ms) {
+                Some((state, moves)) => {
+                    moved += usize::from(moves);
+                    StateChange::replace(entry, state)
+                }
+                // Stays as it is: back in the set it was taken from.
+                None => StateChange::replace(entry, entry.state.clone()),
+            };
+            let StateChange { old, state, old_priority, pod, .. } = change;
+            self.unindex_state(&old, old_priority, arrival);
+            self.index_state(&state, pod.priority, arrival, &key, &pod);
+            if waits_with_group(&state, &pod) {
+                self.group_waiting.entry(group.clone()).or_default().file((arrival, key), &state, pod.gated);
+            }
         }
         moved
     }
@@ -910,6 +941,14 @@ mod tests {
                 for i in 0..8 {
                     let key = PodKey::new("default", format!("m{i}"));
                     proptest::prop_assert_eq!(fast.state(&key), plain.state(&key));
+                }
+                // The group's waiting sets agree too (what the next group event visits).
+                proptest::prop_assert_eq!(fast.group_has_waiting(&g), plain.group_has_waiting(&g));
+                for v in 0..3 {
+                    proptest::prop_assert_eq!(
+                        fast.group_members_to_activate(&g, &verdict(v)),
+                        plain.group_members_to_activate(&g, &verdict(v))
+                    );
                 }
                 proptest::prop_assert_eq!(fast.gated(), plain.gated());
                 proptest::prop_assert_eq!(fast.next_backoff_ms(), plain.next_backoff_ms());

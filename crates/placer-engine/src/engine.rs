@@ -215,6 +215,9 @@ pub struct Engine {
     /// Failed PodGroup cycles of the current pass, repeated for PodGroups of the same shape
     /// while nothing they read changes ([`group_failures`]).
     group_failures: group_failures::GroupFailures,
+    /// Buffers for the metric calls of the next recorded group cycle (see
+    /// [`group_failures`]), kept from a cycle whose calls were not recorded.
+    spare_calls: group_failures::Calls,
     /// Objects that could not be read (node names and messages), for the caller to log.
     ingest_errors: Vec<String>,
     /// How PodGroups are decided, chosen once from the configuration.
@@ -289,6 +292,7 @@ impl Engine {
             single_reuse: crate::schedule_one::SingleReuse::default(),
             single_failures: single_failures::SingleFailures::default(),
             group_failures: group_failures::GroupFailures::default(),
+            spare_calls: group_failures::Calls::default(),
             ingest_errors: Vec::new(),
             strategy: Strategy::new(&config),
             tas: tas_unit::TasState::default(),

@@ -34,35 +34,82 @@ use super::*;
 use crate::framework::group::{GroupCycle, GroupDecision};
 use crate::strategy::Strategy;
 
-/// A metric call made by a recorded cycle.
-#[derive(Debug, Clone)]
-enum Call {
-    Count(&'static str, Vec<(&'static str, String)>, u64),
-    Observe(&'static str, Vec<(&'static str, String)>, f64),
-    Gauge(&'static str, Vec<(&'static str, String)>, f64),
+/// What a recorded metric call was.
+#[derive(Debug, Clone, Copy)]
+enum Value {
+    Count(u64),
+    Observe(f64),
+    Gauge(f64),
 }
 
-fn owned(labels: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
-    labels.iter().map(|(k, v)| (*k, (*v).to_string())).collect()
+/// A metric call made by a recorded cycle; its labels are a range of [`Calls::labels`].
+#[derive(Debug, Clone)]
+struct Call {
+    name: &'static str,
+    labels: std::ops::Range<usize>,
+    value: Value,
+}
+
+/// The metric calls of a recorded cycle, in order. The label values are copied into one
+/// string, so recording a call allocates nothing once the buffers have grown (a cycle
+/// makes two calls per placement it evaluates, and most cycles are not kept).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Calls {
+    calls: Vec<Call>,
+    /// Label names, with the range of their value in `text`.
+    labels: Vec<(&'static str, std::ops::Range<usize>)>,
+    text: String,
+}
+
+impl Calls {
+    fn push(&mut self, name: &'static str, labels: &[(&'static str, &str)], value: Value) {
+        let first = self.labels.len();
+        for (key, v) in labels {
+            let start = self.text.len();
+            self.text.push_str(v);
+            self.labels.push((key, start..self.text.len()));
+        }
+        self.calls.push(Call { name, labels: first..self.labels.len(), value });
+    }
+
+    fn clear(&mut self) {
+        self.calls.clear();
+        self.labels.clear();
+        self.text.clear();
+    }
+
+    /// Makes the recorded calls again, in order, on `obs`.
+    fn replay(&self, obs: &mut dyn Observer) {
+        let mut labels: Vec<(&'static str, &str)> = Vec::new();
+        for call in &self.calls {
+            labels.clear();
+            labels.extend(self.labels[call.labels.clone()].iter().map(|(k, r)| (*k, &self.text[r.clone()])));
+            match call.value {
+                Value::Count(v) => obs.count(call.name, &labels, v),
+                Value::Observe(v) => obs.observe(call.name, &labels, v),
+                Value::Gauge(v) => obs.gauge(call.name, &labels, v),
+            }
+        }
+    }
 }
 
 /// Forwards every call to `inner` and keeps the metric calls, to repeat them on reuse.
 pub(super) struct Recorder<'a> {
     inner: &'a mut dyn Observer,
-    calls: Vec<Call>,
+    calls: Calls,
 }
 
 impl Observer for Recorder<'_> {
     fn count(&mut self, name: &'static str, labels: &[(&'static str, &str)], value: u64) {
-        self.calls.push(Call::Count(name, owned(labels), value));
+        self.calls.push(name, labels, Value::Count(value));
         self.inner.count(name, labels, value);
     }
     fn observe(&mut self, name: &'static str, labels: &[(&'static str, &str)], value: f64) {
-        self.calls.push(Call::Observe(name, owned(labels), value));
+        self.calls.push(name, labels, Value::Observe(value));
         self.inner.observe(name, labels, value);
     }
     fn gauge(&mut self, name: &'static str, labels: &[(&'static str, &str)], value: f64) {
-        self.calls.push(Call::Gauge(name, owned(labels), value));
+        self.calls.push(name, labels, Value::Gauge(value));
         self.inner.gauge(name, labels, value);
     }
     fn start_timer(&mut self) -> u64 {
@@ -76,25 +123,12 @@ impl Observer for Recorder<'_> {
     }
 }
 
-fn replay(calls: &[Call], obs: &mut dyn Observer) {
-    for call in calls {
-        let (Call::Count(name, labels, _) | Call::Observe(name, labels, _) | Call::Gauge(name, labels, _)) =
-            call;
-        let labels: Vec<(&'static str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        match call {
-            Call::Count(_, _, v) => obs.count(name, &labels, *v),
-            Call::Observe(_, _, v) => obs.observe(name, &labels, *v),
-            Call::Gauge(_, _, v) => obs.gauge(name, &labels, *v),
-        }
-    }
-}
-
 /// A failed cycle: the cycle, its decision and the metrics it counted.
 #[derive(Debug)]
 pub(super) struct Entry {
     cycle: GroupCycle,
     decision: GroupDecision,
-    calls: Vec<Call>,
+    calls: Calls,
 }
 
 /// The group failures of the current pass (see the module documentation).
@@ -184,7 +218,7 @@ impl Engine {
             .entries_at(state)
             .iter()
             .find(|e| same_inputs(&e.cycle, cycle, labels, times))?;
-        replay(&entry.calls, obs);
+        entry.calls.replay(obs);
         let decision = entry.decision.clone();
         self.group_failures.hits += 1;
         Some(decision)
@@ -198,11 +232,16 @@ impl Engine {
         cycles: &[(GroupKey, GroupCycle)],
         obs: &mut dyn Observer,
     ) -> Vec<Option<GroupDecision>> {
-        let mut recorder = Recorder { inner: obs, calls: Vec::new() };
+        // The buffers of the last cycle not kept are used again.
+        let mut recorder = Recorder { inner: obs, calls: std::mem::take(&mut self.spare_calls) };
         let decisions = self.decide(cycles, &mut recorder);
         let calls = recorder.calls;
-        let ([(_, cycle)], [Some(decision)]) = (cycles, decisions.as_slice()) else { return decisions };
+        let ([(_, cycle)], [Some(decision)]) = (cycles, decisions.as_slice()) else {
+            self.keep_spare(calls);
+            return decisions;
+        };
         let GroupOutcome::Unschedulable { message, pod_messages } = &decision.outcome else {
+            self.keep_spare(calls);
             return decisions;
         };
         if decision.topology_assignment.is_some()
@@ -215,9 +254,16 @@ impl Engine {
                 .any(|(i, (_, m))| (i == 0 || *m != pod_messages[i - 1].1) && names_someone(cycle, m))
             || self.group_failure_state(cycles) != Some(state)
         {
+            self.keep_spare(calls);
             return decisions;
         }
         self.group_failures.record(state, Entry { cycle: cycle.clone(), decision: decision.clone(), calls });
         decisions
+    }
+
+    /// Keeps the buffers of calls not recorded for the next recorded cycle.
+    fn keep_spare(&mut self, mut calls: Calls) {
+        calls.clear();
+        self.spare_calls = calls;
     }
 }

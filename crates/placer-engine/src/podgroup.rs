@@ -15,9 +15,9 @@
 //! generates the node sets (placements), runs this in each, scores and selects.
 //! The shared [`GroupIndex`] is what the engine knows about every PodGroup.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 
 pub use crate::framework::group::*;
@@ -44,9 +44,20 @@ pub struct GroupEntry {
     /// `None` while member pods exist but the PodGroup object does not.
     pub info: Option<Arc<PodGroupInfo>>,
     /// Member pods that exist, are not terminal and are not being deleted (bound or not).
-    pub members: BTreeSet<PodKey>,
+    /// Hashed: a gang joins one member at a time and each join is one insertion, while
+    /// the few readers that need an order ask for [`GroupEntry::sorted_members`].
+    pub members: FxHashSet<PodKey>,
     /// Last known `PodGroupScheduled` condition.
     pub condition: Option<GroupCondition>,
+}
+
+impl GroupEntry {
+    /// The members in key order.
+    pub fn sorted_members(&self) -> Vec<&PodKey> {
+        let mut members: Vec<&PodKey> = self.members.iter().collect();
+        members.sort_unstable();
+        members
+    }
 }
 
 /// Every PodGroup the engine knows, by key. Looked up on every member event (PreEnqueue

@@ -47,21 +47,21 @@ impl Engine {
         Some(members)
     }
 
-    /// Members of `group` already bound or assumed, with their node.
+    /// Members of `group` already bound or assumed, with their node, in key order.
     pub(super) fn scheduled_members(&self, group: &GroupKey) -> Vec<(PodKey, Option<NodeId>)> {
-        self.groups
-            .get(group)
-            .map(|e| {
-                e.members
-                    .iter()
-                    .filter(|k| {
-                        self.assumed.contains_key(*k)
-                            || self.pods.get(*k).is_some_and(|p| p.node_name.is_some() && !p.terminal)
-                    })
-                    .map(|k| (k.clone(), self.snapshot.pod_node(k)))
-                    .collect()
+        let Some(entry) = self.groups.get(group) else { return Vec::new() };
+        let mut scheduled: Vec<(PodKey, Option<NodeId>)> = entry
+            .members
+            .iter()
+            .filter(|k| {
+                self.assumed.contains_key(*k)
+                    || self.pods.get(*k).is_some_and(|p| p.node_name.is_some() && !p.terminal)
             })
-            .unwrap_or_default()
+            .map(|k| (k.clone(), self.snapshot.pod_node(k)))
+            .collect();
+        // Sorted after filtering: a gang's first cycle has no scheduled member to sort.
+        scheduled.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        scheduled
     }
 
     /// The PodGroup cycle for the unit of `first`'s PodGroup.

@@ -136,7 +136,7 @@ impl Engine {
         let entry = self.groups.get(group)?;
         let info = entry.info.clone();
         let members: Vec<Arc<PodInfo>> =
-            entry.members.iter().filter_map(|k| self.pods.get(k).cloned()).collect();
+            entry.sorted_members().into_iter().filter_map(|k| self.pods.get(k).cloned()).collect();
         let gang_gate = self.gate(Gate::GangScheduling);
         let (gang, min_count) = match info.as_ref().map(|i| i.policy) {
             Some(GroupPolicy::Gang { min_count }) if gang_gate => (true, min_count.max(1)),

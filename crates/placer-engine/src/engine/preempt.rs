@@ -251,7 +251,7 @@ impl Engine {
         let group_preemption = wap && (!constrained || self.gate(Gate::TopologyAwareWorkloadPreemption));
         let priority = cycle.pods.iter().map(|p| self.nomination_priority(p)).min().unwrap_or(0);
         // The group's own members (nominated by an earlier cycle) are what is scheduled.
-        let own: BTreeSet<PodKey> =
+        let own: rustc_hash::FxHashSet<PodKey> =
             self.groups.get(&cycle.group.key).map(|e| e.members.clone()).unwrap_or_default();
         let mark = self.assume_nominated_pods(priority, |k| own.contains(k));
         let env = PreemptionEnv {

@@ -196,7 +196,7 @@ pub fn workload_units_up_to(
 fn group_unit(snap: &Snapshot, groups: &GroupIndex, key: &GroupKey, priority: i32) -> VictimUnit {
     let mut pods: Vec<Arc<PodInfo>> = Vec::new();
     let mut nodes: Vec<NodeId> = Vec::new();
-    for member in groups.get(key).map(|e| e.members.iter()).into_iter().flatten() {
+    for member in groups.get(key).map(|e| e.sorted_members()).into_iter().flatten() {
         let Some(id) = snap.pod_node(member) else { continue };
         if let Some(p) = snap.node(id).pods.iter().find(|p| &p.key == member && is_running(p)) {
             pods.push(p.clone());

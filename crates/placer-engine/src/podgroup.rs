@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 pub use crate::framework::group::*;
 pub use crate::framework::preemption::*;
-use crate::framework::{PlacementFeasible, PlacementProgress, Status};
+use crate::framework::{Code, PlacementFeasible, PlacementProgress, Status};
 use crate::model::{GroupKey, NodeId, PodGroupInfo, PodInfo, PodKey};
 use crate::snapshot::Snapshot;
 
@@ -355,13 +355,22 @@ pub(crate) fn run_group_with_plan(
         }
         Status::success()
     };
+    // Before each pod only a rejection matters: the first plugin that does not answer
+    // Success decides, and its message is built only when it rejects (a gang answers
+    // Wait before every member until minCount is placed).
+    let rejection = |p: PlacementProgress| -> Option<Status> {
+        let (plugin, code) = feasible
+            .iter()
+            .map(|plugin| (plugin, plugin.code(cycle, p)))
+            .find(|(_, c)| *c != Code::Success)?;
+        is_rejecting(code).then(|| plugin.feasible(cycle, p))
+    };
 
     // Signatures of pods that failed, to skip identical pods (failure is monotone while only
     // pods are added). Disabled when preemption may remove pods.
     let mut failed_signatures: Vec<(FitSignature<'_>, usize)> = Vec::new();
     for (i, pod) in cycle.pods.iter().enumerate() {
-        let status = check(progress(&attempt, i));
-        if is_rejection(&status) {
+        if let Some(status) = rejection(progress(&attempt, i)) {
             attempt.skipped.extend(i..total);
             attempt.verdict = Verdict::Unschedulable(status.reasons.join(", "));
             return attempt;
@@ -433,11 +442,8 @@ pub(crate) fn run_group_with_plan(
     attempt
 }
 
-fn is_rejection(status: &Status) -> bool {
-    matches!(
-        status.code,
-        crate::framework::Code::Unschedulable | crate::framework::Code::UnschedulableAndUnresolvable
-    ) || status.code == crate::framework::Code::Error
+fn is_rejecting(code: Code) -> bool {
+    matches!(code, Code::Unschedulable | Code::UnschedulableAndUnresolvable | Code::Error)
 }
 
 #[cfg(test)]

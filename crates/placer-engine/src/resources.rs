@@ -132,6 +132,24 @@ impl Resources {
         self.merge_scalar(other, i64::saturating_add);
     }
 
+    /// [`Resources::add`] of `other`, `times` times over. Each amount is added `times`
+    /// times the same value, so it moves one way only and saturates once, at the end:
+    /// the exact sum clamped to `i64` is what the repeated additions give.
+    pub fn add_times(&mut self, other: &Resources, times: u32) {
+        if times == 0 {
+            return; // adds nothing, and inserts no extended resource name either
+        }
+        let f = |a: i64, b: i64| {
+            let exact = i128::from(a) + i128::from(b) * i128::from(times);
+            i64::try_from(exact).unwrap_or(if exact < 0 { i64::MIN } else { i64::MAX })
+        };
+        self.cpu = f(self.cpu, other.cpu);
+        self.memory = f(self.memory, other.memory);
+        self.ephemeral_storage = f(self.ephemeral_storage, other.ephemeral_storage);
+        self.pods = f(self.pods, other.pods);
+        self.merge_scalar(other, f);
+    }
+
     /// `self -= other` (all resources, including `pods`), saturating like [`Resources::add`].
     pub fn sub(&mut self, other: &Resources) {
         self.cpu = self.cpu.saturating_sub(other.cpu);
@@ -335,6 +353,36 @@ mod tests {
             let v = i128::from(part) * i128::from(scale) / i128::from(whole);
             let plain = i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX });
             proptest::prop_assert_eq!(scaled(part, scale, whole), plain);
+        }
+    }
+
+    proptest::proptest! {
+        /// `add_times(r, k)` is `k` calls of `add(r)`, saturation included, for amounts of
+        /// either sign and extended resources the sum lacks.
+        #[test]
+        fn adding_times_over_is_adding_that_many_times(
+            start in proptest::collection::vec(proptest::prop_oneof![-1_000i64..1_000, proptest::num::i64::ANY], 5),
+            each in proptest::collection::vec(proptest::prop_oneof![-1_000i64..1_000, proptest::num::i64::ANY], 5),
+            start_has_gpu in proptest::bool::ANY,
+            fpga in proptest::option::of(proptest::prop_oneof![0i64..10, proptest::num::i64::ANY]),
+            times in proptest::prop_oneof![0u32..8, 0u32..3_000],
+        ) {
+            let mut sum = Resources { cpu: start[0], memory: start[1], ephemeral_storage: start[2], pods: start[3], ..Resources::default() };
+            if start_has_gpu {
+                sum.set("nvidia.com/gpu", start[4]);
+            }
+            let mut other = Resources { cpu: each[0], memory: each[1], ephemeral_storage: each[2], pods: each[3], ..Resources::default() };
+            other.set("nvidia.com/gpu", each[4]);
+            if let Some(f) = fpga {
+                other.set("example.com/fpga", f);
+            }
+            let mut plain = sum.clone();
+            for _ in 0..times {
+                plain.add(&other);
+            }
+            let mut fast = sum.clone();
+            fast.add_times(&other, times);
+            proptest::prop_assert_eq!(fast, plain);
         }
     }
 

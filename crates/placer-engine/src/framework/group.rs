@@ -76,6 +76,9 @@ pub struct GroupCycle {
     /// Members already bound or assumed, with their node (`None`: the node is not in the
     /// snapshot). They count toward `minCount` and pin the topology domain.
     pub scheduled: Vec<(PodKey, Option<NodeId>)>,
+    /// Whether every pod of `pods` requests the same resources, as `new` found them
+    /// (nothing changes `pods` after: a cycle is made for its members and read).
+    uniform_requests: bool,
 }
 
 impl GroupCycle {
@@ -95,7 +98,19 @@ impl GroupCycle {
             GroupPolicy::Gang { min_count } if gang_enabled => (true, min_count.max(1)),
             _ => (false, 1),
         };
-        GroupCycle { group, gang, min_count, pods: pods.into_iter().map(|(_, p)| p).collect(), scheduled }
+        let pods: Vec<Arc<PodInfo>> = pods.into_iter().map(|(_, p)| p).collect();
+        let uniform_requests = pods.windows(2).all(|w| w[0].requests == w[1].requests);
+        GroupCycle { group, gang, min_count, pods, scheduled, uniform_requests }
+    }
+
+    /// Whether every pod of the cycle requests the same resources.
+    pub fn uniform_requests(&self) -> bool {
+        debug_assert_eq!(
+            self.uniform_requests,
+            self.pods.windows(2).all(|w| w[0].requests == w[1].requests),
+            "the cycle's pods are as it was made with"
+        );
+        self.uniform_requests
     }
 
     /// Members already scheduled, as a count.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use placer_api::gates::Gate;
 
 use super::group::GroupCycle;
-use super::status::Status;
+use super::status::{Code, Status};
 use crate::config::SchedulerConfig;
 use crate::model::NodeId;
 use crate::resources::Resources;
@@ -71,6 +71,13 @@ pub trait PlacementFeasible: Send + Sync {
     fn name(&self) -> &'static str;
     /// The verdict for the progress so far.
     fn feasible(&self, cycle: &GroupCycle, progress: PlacementProgress) -> Status;
+    /// The code of [`Self::feasible`]'s verdict, without its message: what the group
+    /// algorithm asks before each pod, where a `Wait` is dropped. A plugin that formats a
+    /// message for `Wait` overrides it to answer without formatting; it must agree with
+    /// `feasible(..).code` for every progress.
+    fn code(&self, cycle: &GroupCycle, progress: PlacementProgress) -> Code {
+        self.feasible(cycle, progress).code
+    }
 }
 
 /// Sums over a placement's nodes before the cycle's pods are assumed (the numbers the
@@ -275,17 +282,80 @@ pub fn select_best(candidates: &[PlacementCandidate<'_>], totals: &[i64]) -> usi
 /// Requested resources of a placement after the attempt's pods (non-zero view).
 pub fn requested_after(cycle: &GroupCycle, candidate: &PlacementCandidate<'_>) -> Resources {
     let mut r = candidate.aggregate.requested_non_zero.clone();
-    for &i in candidate.placed_pods {
-        if let Some(p) = cycle.pods.get(i) {
-            // `r += non_zero(p.requests)` without building the copy.
-            r.add(&p.requests);
-            if p.requests.cpu == 0 {
-                r.cpu = r.cpu.saturating_add(DEFAULT_MILLI_CPU_REQUEST);
+    let placed = candidate.placed_pods.iter().filter_map(|&i| cycle.pods.get(i));
+    if cycle.uniform_requests() {
+        // Every pod adds the same amounts: one addition of them, times the pods placed.
+        let times = u32::try_from(placed.count()).unwrap_or(u32::MAX);
+        if let Some(p) = cycle.pods.first() {
+            add_non_zero(&mut r, &p.requests, times);
+        }
+        return r;
+    }
+    for p in placed {
+        add_non_zero(&mut r, &p.requests, 1);
+    }
+    r
+}
+
+/// `r += non_zero(requests)`, `times` times over, without building the copy.
+fn add_non_zero(r: &mut Resources, requests: &Resources, times: u32) {
+    r.add_times(requests, times);
+    let defaults = Resources {
+        cpu: if requests.cpu == 0 { DEFAULT_MILLI_CPU_REQUEST } else { 0 },
+        memory: if requests.memory == 0 { DEFAULT_MEMORY_REQUEST } else { 0 },
+        ..Resources::default()
+    };
+    if defaults.cpu != 0 || defaults.memory != 0 {
+        r.add_times(&defaults, times);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::podgroup::tests::{group, pod};
+
+    /// The requests of `placed` summed one pod at a time, as kube's scoring sums them.
+    fn one_by_one(cycle: &GroupCycle, start: &Resources, placed: &[usize]) -> Resources {
+        let mut r = start.clone();
+        for p in placed.iter().filter_map(|&i| cycle.pods.get(i)) {
+            let mut non_zero = p.requests.clone();
+            if non_zero.cpu == 0 {
+                non_zero.cpu = DEFAULT_MILLI_CPU_REQUEST;
             }
-            if p.requests.memory == 0 {
-                r.memory = r.memory.saturating_add(DEFAULT_MEMORY_REQUEST);
+            if non_zero.memory == 0 {
+                non_zero.memory = DEFAULT_MEMORY_REQUEST;
+            }
+            r.add(&non_zero);
+        }
+        r
+    }
+
+    #[test]
+    fn requests_after_a_placement_sum_each_placed_pod_alike_or_not() {
+        let mut start = Resources { cpu: 500, memory: 1 << 20, pods: 3, ..Resources::default() };
+        start.set("nvidia.com/gpu", 2);
+        let aggregate = DomainAggregate { requested_non_zero: start.clone(), ..DomainAggregate::default() };
+        let placement = Placement { name: "r1".into(), nodes: Arc::from(Vec::new()) };
+        let alike: Vec<_> = (0..5u64).map(|i| (i, pod(&format!("a{i}"), 250, Some("pg"), None))).collect();
+        let mixed: Vec<_> =
+            (0..5u64).map(|i| (i, pod(&format!("m{i}"), 100 * i as i64, Some("pg"), None))).collect();
+        for (pods, uniform) in [(alike, true), (mixed, false)] {
+            let cycle = GroupCycle::new(group("pg", Some(2), Some("rack")), true, pods, vec![]);
+            assert_eq!(cycle.uniform_requests(), uniform);
+            for placed in [vec![], vec![0], vec![0, 1, 2], vec![4, 2, 0, 1, 3], vec![1, 7]] {
+                let candidate = PlacementCandidate {
+                    placement: &placement,
+                    placed_pods: &placed,
+                    scheduled_total: 0,
+                    aggregate: &aggregate,
+                };
+                assert_eq!(
+                    requested_after(&cycle, &candidate),
+                    one_by_one(&cycle, &start, &placed),
+                    "uniform {uniform}, placed {placed:?}"
+                );
             }
         }
     }
-    r
 }

@@ -43,6 +43,17 @@ impl PlacementFeasible for GangScheduling {
         }
         Status::success()
     }
+
+    fn code(&self, cycle: &GroupCycle, progress: PlacementProgress) -> Code {
+        let PlacementProgress { remaining, scheduled, .. } = progress;
+        if remaining.saturating_add(scheduled) < cycle.min_count {
+            Code::Unschedulable
+        } else if scheduled < cycle.min_count {
+            Code::Wait
+        } else {
+            Code::Success
+        }
+    }
 }
 
 #[cfg(test)]
@@ -56,6 +67,23 @@ mod tests {
 
     fn progress(remaining: u32, scheduled: u32) -> PlacementProgress {
         PlacementProgress { remaining, scheduled, placed: scheduled }
+    }
+
+    #[test]
+    fn the_code_alone_is_the_verdict_s_code() {
+        for min in [None, Some(1), Some(3), Some(4)] {
+            let c = cycle(min);
+            for remaining in 0..6 {
+                for scheduled in 0..6 {
+                    let p = progress(remaining, scheduled);
+                    assert_eq!(
+                        GangScheduling.code(&c, p),
+                        GangScheduling.feasible(&c, p).code,
+                        "{min:?} {p:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

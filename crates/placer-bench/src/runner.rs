@@ -187,8 +187,16 @@ impl Driver {
 
     /// `Engine::apply`, timed.
     fn apply(&mut self, event: ClusterEvent, now_ms: u64) {
+        self.apply_all(vec![event], now_ms);
+    }
+
+    /// `Engine::apply` of each event in order, timed as one span: the events are made
+    /// before, so the span holds the engine's work and no clock reads between events.
+    fn apply_all(&mut self, events: Vec<ClusterEvent>, now_ms: u64) {
         let start = Instant::now();
-        self.engine.apply(event, now_ms);
+        for event in events {
+            self.engine.apply(event, now_ms);
+        }
         self.apply_time += start.elapsed();
     }
 
@@ -197,7 +205,8 @@ impl Driver {
         let idx = u32::try_from(self.groups.len()).unwrap_or(NO_GROUP - 1);
         self.groups.push(GroupState { size: g.size, bound: 0, placed_at: None });
         let pg = objects::pod_group(&g.name, g.size, g.ask);
-        self.apply(ClusterEvent::PodGroupUpserted(Arc::new(pg)), now_ms);
+        let mut events = Vec::with_capacity(1 + g.size as usize * if self.dra { 2 } else { 1 });
+        events.push(ClusterEvent::PodGroupUpserted(Arc::new(pg)));
         for i in 0..g.size {
             let name = g.pod_name(i);
             let mut pod = objects::pod(&name, Some(&g.name), g.pod);
@@ -205,13 +214,14 @@ impl Driver {
                 let (with_claim, claim) = objects::with_gpu_claim(&pod, g.pod.gpus);
                 pod = with_claim;
                 let claim_name = claim.metadata.name.clone().unwrap_or_default();
-                self.apply(ClusterEvent::ResourceClaimUpserted(Arc::new(claim.clone())), now_ms);
+                events.push(ClusterEvent::ResourceClaimUpserted(Arc::new(claim.clone())));
                 self.claims.insert(claim_name, claim);
             }
             let pod = Arc::new(pod);
             self.pending.insert(PodKey::new(NAMESPACE, name), (pod.clone(), idx));
-            self.apply(ClusterEvent::PodUpserted(pod), now_ms);
+            events.push(ClusterEvent::PodUpserted(pod));
         }
+        self.apply_all(events, now_ms);
         idx
     }
 
@@ -231,7 +241,12 @@ impl Driver {
         self.apply(ClusterEvent::PodGroupDeleted(GroupKey::new(NAMESPACE, g.name.clone())), now_ms);
     }
 
-    /// One timed `schedule` call, then the bindings fed back (untimed).
+    /// One timed `schedule` call, then the bindings fed back (timed as ingest).
+    ///
+    /// As in a store, the bound version replaces the pending one before the engine reads
+    /// the event: the pending version is then freed by the engine, which held it last
+    /// (the object it read), and the bound one stays with the store (held here until the
+    /// engine has taken every event).
     fn schedule(&mut self, now_ms: u64) -> Duration {
         let start = Instant::now();
         let decisions = self.engine.schedule(now_ms, &mut self.obs);
@@ -239,6 +254,8 @@ impl Driver {
         self.schedule_time += took;
         self.call_seconds.push(took.as_secs_f64());
         self.newly_placed.clear();
+        let mut events = Vec::with_capacity(decisions.len());
+        let mut stored = Vec::with_capacity(decisions.len());
         for d in decisions {
             if let Decision::ClaimStatus { claim, allocation, consumer } = d {
                 // As the store shows the claim once PreBind wrote its status.
@@ -248,8 +265,7 @@ impl Driver {
                         status.allocation = allocation.map(|a| *a);
                     }
                     status.reserved_for.get_or_insert_with(Vec::new).push(*consumer);
-                    let event = ClusterEvent::ResourceClaimUpserted(Arc::new(c.clone()));
-                    self.apply(event, now_ms);
+                    events.push(ClusterEvent::ResourceClaimUpserted(Arc::new(c.clone())));
                 }
                 continue;
             }
@@ -267,9 +283,12 @@ impl Driver {
                     self.newly_placed.push(group);
                 }
             }
-            let bound = objects::bound(&obj, &node);
-            self.apply(ClusterEvent::PodUpserted(Arc::new(bound)), now_ms);
+            let bound = Arc::new(objects::bound(&obj, &node));
+            stored.push(bound.clone());
+            events.push(ClusterEvent::PodUpserted(bound));
         }
+        self.apply_all(events, now_ms);
+        drop(stored);
         took
     }
 }

@@ -168,6 +168,11 @@ fn count_in_placement(
                     None => fit,
                     Some(claims) => fit.min(dra.node_copies(claims, &snap.node(n).info, in_use, limit)?),
                 });
+                // Without devices every node answers: once all the pods fit, the rest of
+                // the count changes neither the pods placed nor the reason (none).
+                if counting.devices.is_none() && copies >= total {
+                    break;
+                }
             }
             let reason = if copies >= needed.min(total) {
                 String::new()

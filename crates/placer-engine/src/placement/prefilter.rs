@@ -111,12 +111,16 @@ pub(super) fn prefilter_with(
             if agg.copies_upper_bound(requests) < needed {
                 return Err(Rejection::UniformShort);
             }
-            let copies: u64 = nodes.iter().map(|&id| u64::from(fit_count_on(snap.node(id), requests))).sum();
-            if copies >= needed {
-                Ok(())
-            } else {
-                Err(Rejection::UniformShort)
+            // Counted until enough copies fit: only whether they do is asked.
+            let mut copies = 0u64;
+            let mut counts = nodes.iter().map(|&id| u64::from(fit_count_on(snap.node(id), requests)));
+            while copies < needed {
+                match counts.next() {
+                    Some(c) => copies += c,
+                    None => return Err(Rejection::UniformShort),
+                }
             }
+            Ok(())
         }
         Demand::Mixed { sum, needed } => {
             if agg.free.pods < i64::from(*needed) {

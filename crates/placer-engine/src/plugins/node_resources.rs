@@ -53,7 +53,7 @@ pub fn fit_count_on(node: &NodeState, requests: &Resources) -> u32 {
     limit(alloc.memory - used.memory, requests.memory);
     limit(alloc.ephemeral_storage - used.ephemeral_storage, requests.ephemeral_storage);
     for (name, req) in &requests.scalar {
-        limit(alloc.get(name) - used.get(name), *req);
+        limit(alloc.get_scalar(name) - used.get_scalar(name), *req);
     }
     u32::try_from(count).unwrap_or(u32::MAX)
 }

@@ -65,7 +65,7 @@ impl DomainAggregate {
         limit(self.free.memory, requests.memory);
         limit(self.free.ephemeral_storage, requests.ephemeral_storage);
         for (name, req) in &requests.scalar {
-            limit(self.free.get(name), *req);
+            limit(self.free.get_scalar(name), *req);
         }
         u64::try_from(bound).unwrap_or(0)
     }

@@ -691,6 +691,16 @@ impl Snapshot {
         self.node(id).pods.iter().find(|p| p.key == *key)
     }
 
+    /// Whether `copy` is the copy of pod `key` counted on its node: the same as asking
+    /// [`Self::counted_pod`] and comparing pointers (a node counts a pod once), without
+    /// reading the other pods of the node, only their pointers.
+    pub fn counts(&self, key: &PodKey, copy: &Arc<PodInfo>) -> bool {
+        let counts =
+            self.pod_node(key).is_some_and(|id| self.node(id).pods.iter().any(|p| Arc::ptr_eq(p, copy)));
+        debug_assert_eq!(counts, self.counted_pod(key).is_some_and(|c| Arc::ptr_eq(c, copy)));
+        counts
+    }
+
     // ---- simulation ----
 
     /// The current position of the undo log.

@@ -60,7 +60,7 @@ impl Engine {
         let exact = *assumed.node == *node
             && current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &assumed.queued.pod))
             && differs_only_by_binding(&read, pod)
-            && self.snapshot.counted_pod(key).is_some_and(|c| Arc::ptr_eq(c, &assumed.counted));
+            && self.snapshot.counts(key, &assumed.counted);
         let (true, Some(current)) = (exact, current) else {
             self.sources.insert(key.clone(), read);
             self.assumed.insert(key.clone(), assumed);

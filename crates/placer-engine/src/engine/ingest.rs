@@ -325,24 +325,28 @@ impl Engine {
     pub(super) fn group_changed(&mut self, group: &GroupKey, now_ms: u64) {
         // In `topologyLevels` mode the other PodGroups of a PodSet group wait for this one.
         let siblings = self.tas_siblings(group);
-        if siblings.is_empty() && !self.queue.group_has_waiting(group) {
-            return; // what `retain` below would leave: no group (and no allocation)
-        }
-        let mut groups = vec![group.clone()];
-        groups.extend(siblings);
-        let generic = self.gate(Gate::GenericWorkload);
         // A group none of whose members waits in the unschedulable pool or gated has no
         // member to move: its verdict is not computed (every confirmed binding of a member
         // comes here).
-        groups.retain(|g| self.queue.group_has_waiting(g));
-        for g in &groups {
-            // The group's verdict is computed once, not once per member: this runs every
-            // time a member joins, so per-member work here is quadratic in the gang size.
-            let admission = if generic { self.group_admission(g) } else { Admission::Admit };
-            // Only the members this verdict can move are visited (a gang joins one member
-            // at a time, so visiting all of them would be quadratic in its size).
-            self.queue.activate_group(g, &admission, now_ms, Self::gated_admission);
+        if self.queue.group_has_waiting(group) {
+            self.activate_waiting(group, now_ms);
         }
+        for g in &siblings {
+            if self.queue.group_has_waiting(g) {
+                self.activate_waiting(g, now_ms);
+            }
+        }
+    }
+
+    /// The group event of [`Self::group_changed`] for one group with waiting members.
+    fn activate_waiting(&mut self, group: &GroupKey, now_ms: u64) {
+        // The group's verdict is computed once, not once per member: this runs every time a
+        // member joins, so per-member work here is quadratic in the gang size.
+        let admission =
+            if self.gate(Gate::GenericWorkload) { self.group_admission(group) } else { Admission::Admit };
+        // Only the members this verdict can move are visited (a gang joins one member at a
+        // time, so visiting all of them would be quadratic in its size).
+        self.queue.activate_group(group, &admission, now_ms, Self::gated_admission);
     }
 
     /// PreEnqueue: scheduling gates, then (GenericWorkload) the GangScheduling rules of
@@ -366,12 +370,13 @@ impl Engine {
 
     /// PreEnqueue's verdict on an ungated member of `group` (the same for every member).
     pub(super) fn group_admission(&self, group: &GroupKey) -> Admission {
-        match self.groups.info(group) {
+        let entry = self.groups.get(group);
+        match entry.and_then(|e| e.info.as_ref()) {
             None => Admission::Reject(waiting_for_group_message(&group.name).into()),
             Some(info) => match info.policy {
                 GroupPolicy::Gang { min_count }
                     if self.gate(Gate::GangScheduling)
-                        && self.groups.member_count(group) < min_count as usize =>
+                        && entry.map_or(0, |e| e.members.len()) < min_count as usize =>
                 {
                     Admission::Reject(MSG_WAITING_FOR_QUORUM.into())
                 }

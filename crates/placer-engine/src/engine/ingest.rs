@@ -328,25 +328,18 @@ impl Engine {
         // A group none of whose members waits in the unschedulable pool or gated has no
         // member to move: its verdict is not computed (every confirmed binding of a member
         // comes here).
-        if self.queue.group_has_waiting(group) {
-            self.activate_waiting(group, now_ms);
-        }
-        for g in &siblings {
-            if self.queue.group_has_waiting(g) {
-                self.activate_waiting(g, now_ms);
+        for g in std::iter::once(group).chain(&siblings) {
+            if !self.queue.group_has_waiting(g) {
+                continue;
             }
+            // The group's verdict is computed once, not once per member: this runs every
+            // time a member joins, so per-member work here is quadratic in the gang size.
+            let admission =
+                if self.gate(Gate::GenericWorkload) { self.group_admission(g) } else { Admission::Admit };
+            // Only the members this verdict can move are visited (a gang joins one member
+            // at a time, so visiting all of them would be quadratic in its size).
+            self.queue.activate_group(g, &admission, now_ms, Self::gated_admission);
         }
-    }
-
-    /// The group event of [`Self::group_changed`] for one group with waiting members.
-    fn activate_waiting(&mut self, group: &GroupKey, now_ms: u64) {
-        // The group's verdict is computed once, not once per member: this runs every time a
-        // member joins, so per-member work here is quadratic in the gang size.
-        let admission =
-            if self.gate(Gate::GenericWorkload) { self.group_admission(group) } else { Admission::Admit };
-        // Only the members this verdict can move are visited (a gang joins one member at a
-        // time, so visiting all of them would be quadratic in its size).
-        self.queue.activate_group(group, &admission, now_ms, Self::gated_admission);
     }
 
     /// PreEnqueue: scheduling gates, then (GenericWorkload) the GangScheduling rules of

@@ -13,7 +13,9 @@ use super::status::{Code, Status};
 use crate::config::SchedulerConfig;
 use crate::model::NodeId;
 use crate::resources::Resources;
-use crate::snapshot::{DomainAggregate, Snapshot, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST};
+use crate::snapshot::{
+    non_zero, DomainAggregate, Snapshot, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST,
+};
 
 // ---------------------------------------------------------------------------------------
 // Extension points.
@@ -287,27 +289,21 @@ pub fn requested_after(cycle: &GroupCycle, candidate: &PlacementCandidate<'_>) -
         // Every pod adds the same amounts: one addition of them, times the pods placed.
         let times = u32::try_from(placed.count()).unwrap_or(u32::MAX);
         if let Some(p) = cycle.pods.first() {
-            add_non_zero(&mut r, &p.requests, times);
+            r.add_times(&non_zero(&p.requests), times);
         }
         return r;
     }
     for p in placed {
-        add_non_zero(&mut r, &p.requests, 1);
+        // `r += non_zero(p.requests)` without building the copy.
+        r.add(&p.requests);
+        if p.requests.cpu == 0 {
+            r.cpu = r.cpu.saturating_add(DEFAULT_MILLI_CPU_REQUEST);
+        }
+        if p.requests.memory == 0 {
+            r.memory = r.memory.saturating_add(DEFAULT_MEMORY_REQUEST);
+        }
     }
     r
-}
-
-/// `r += non_zero(requests)`, `times` times over, without building the copy.
-fn add_non_zero(r: &mut Resources, requests: &Resources, times: u32) {
-    r.add_times(requests, times);
-    let defaults = Resources {
-        cpu: if requests.cpu == 0 { DEFAULT_MILLI_CPU_REQUEST } else { 0 },
-        memory: if requests.memory == 0 { DEFAULT_MEMORY_REQUEST } else { 0 },
-        ..Resources::default()
-    };
-    if defaults.cpu != 0 || defaults.memory != 0 {
-        r.add_times(&defaults, times);
-    }
 }
 
 #[cfg(test)]
@@ -319,14 +315,7 @@ mod tests {
     fn one_by_one(cycle: &GroupCycle, start: &Resources, placed: &[usize]) -> Resources {
         let mut r = start.clone();
         for p in placed.iter().filter_map(|&i| cycle.pods.get(i)) {
-            let mut non_zero = p.requests.clone();
-            if non_zero.cpu == 0 {
-                non_zero.cpu = DEFAULT_MILLI_CPU_REQUEST;
-            }
-            if non_zero.memory == 0 {
-                non_zero.memory = DEFAULT_MEMORY_REQUEST;
-            }
-            r.add(&non_zero);
+            r.add(&non_zero(&p.requests));
         }
         r
     }

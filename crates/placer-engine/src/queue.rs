@@ -18,7 +18,7 @@
 //! it back with [`SchedulingQueue::add_failed`] if the attempt fails.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
@@ -88,7 +88,7 @@ pub struct SchedulingQueue {
     /// ([`depends_on_other_pods`]).
     unschedulable_pod_dependent: BTreeMap<u64, PodKey>,
     /// Queued pods of each PodGroup (any state), by arrival.
-    groups: FxHashMap<GroupKey, BTreeSet<(u64, PodKey)>>,
+    groups: FxHashMap<GroupKey, ArrivalSet>,
     /// The members of each PodGroup a group event can move
     /// ([`SchedulingQueue::group_members_to_activate`]).
     group_waiting: FxHashMap<GroupKey, GroupWaiting>,
@@ -100,10 +100,65 @@ pub struct SchedulingQueue {
 /// at a time: visiting all members on each join is quadratic).
 #[derive(Debug, Clone, Default)]
 struct GroupWaiting {
-    unschedulable: BTreeSet<(u64, PodKey)>,
+    unschedulable: ArrivalSet,
     /// Gated members, by reason. Members gated by their own scheduling gates are not here:
     /// their verdict depends only on the pod, and it changes only through `upsert`.
-    gated: BTreeMap<Reason, BTreeSet<(u64, PodKey)>>,
+    gated: BTreeMap<Reason, ArrivalSet>,
+}
+
+/// Queued pods keyed by arrival, which is unique among queued pods (a new entry takes the
+/// next one, and a pod put back keeps its own): filing and taking out one member is one
+/// hash probe, where an ordered set searches and rebalances per member. The order is not
+/// kept; a reader that needs arrival order sorts ([`ArrivalSet::sorted`]).
+#[derive(Debug, Clone, Default)]
+struct ArrivalSet(FxHashMap<u64, PodKey>);
+
+impl ArrivalSet {
+    fn insert(&mut self, (arrival, key): (u64, PodKey)) {
+        let old = self.0.insert(arrival, key);
+        debug_assert!(old.is_none(), "arrivals are unique among queued pods");
+    }
+
+    fn from_one(member: (u64, PodKey)) -> Self {
+        let mut set = ArrivalSet::default();
+        set.insert(member);
+        set
+    }
+
+    fn remove(&mut self, (arrival, key): &(u64, PodKey)) {
+        let removed = self.0.remove(arrival);
+        debug_assert!(removed.as_ref().is_none_or(|k| k == key), "one arrival, one pod");
+    }
+
+    #[cfg(test)]
+    fn contains(&self, (arrival, key): &(u64, PodKey)) -> bool {
+        self.0.get(arrival) == Some(key)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The members in arrival order.
+    fn sorted(&self) -> Vec<(u64, &PodKey)> {
+        let mut out: Vec<(u64, &PodKey)> = self.0.iter().map(|(a, k)| (*a, k)).collect();
+        out.sort_unstable_by_key(|(arrival, _)| *arrival);
+        out
+    }
+}
+
+impl IntoIterator for ArrivalSet {
+    type Item = (u64, PodKey);
+    type IntoIter = std::collections::hash_map::IntoIter<u64, PodKey>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
 }
 
 impl GroupWaiting {
@@ -126,7 +181,7 @@ impl GroupWaiting {
                         set.insert(member);
                     }
                     None => {
-                        self.gated.insert(reason.clone(), BTreeSet::from([member]));
+                        self.gated.insert(reason.clone(), ArrivalSet::from_one(member));
                     }
                 }
             }
@@ -387,19 +442,14 @@ impl SchedulingQueue {
     /// `activate` leaves them where they are.
     pub fn group_members_to_activate(&self, group: &GroupKey, verdict: &Admission) -> Vec<PodKey> {
         let Some(w) = self.group_waiting.get(group) else { return Vec::new() };
-        // Each set is in arrival order and a member is in one set only: the sets are
-        // concatenated, and sorted only when more than one contributed.
-        let mut out: Vec<&(u64, PodKey)> = w.unschedulable.iter().collect();
-        let mut sources = usize::from(!out.is_empty());
+        // A member is in one set only: the sets are concatenated, then sorted.
+        let mut out: Vec<(u64, &PodKey)> = w.unschedulable.0.iter().map(|(a, k)| (*a, k)).collect();
         for (reason, members) in &w.gated {
             if !matches!(verdict, Admission::Reject(r) if r == reason) {
-                out.extend(members.iter());
-                sources += 1;
+                out.extend(members.0.iter().map(|(a, k)| (*a, k)));
             }
         }
-        if sources > 1 {
-            out.sort_unstable_by_key(|(arrival, _)| *arrival);
-        }
+        out.sort_unstable_by_key(|(arrival, _)| *arrival);
         out.into_iter().map(|(_, k)| k.clone()).collect()
     }
 
@@ -466,7 +516,10 @@ impl SchedulingQueue {
 
     /// Keys of the queued pods of a PodGroup (any state), in arrival order.
     pub fn group_members(&self, group: &GroupKey) -> Vec<PodKey> {
-        self.groups.get(group).map(|s| s.iter().map(|(_, k)| k.clone()).collect()).unwrap_or_default()
+        self.groups
+            .get(group)
+            .map(|s| s.sorted().into_iter().map(|(_, k)| k.clone()).collect())
+            .unwrap_or_default()
     }
 
     /// Keys of the gated pods, in arrival order, with their reasons.

@@ -20,27 +20,45 @@ use crate::resources::{ResourceError, Resources};
 mod binding;
 pub(crate) use binding::differs_only_by_binding;
 
-/// `namespace/name` of a namespaced object. The strings are shared: keys are cloned into
-/// every index the engine keeps (queue, snapshot, assumptions, decisions), and a clone is
-/// two reference-count increments rather than two allocations.
+/// `namespace/name` of a namespaced object. Keys are cloned into every index the engine
+/// keeps (queue, snapshot, assumptions, group members, decisions), so a key is one shared
+/// allocation ([`KeyNames`], read through `Deref`: `key.name`, `key.namespace`) and its
+/// hash: 16 bytes in a map's bucket, and a clone or a drop is one reference-count update
+/// (an atomic operation, which waits for the stores before it; two per clone when the key
+/// held both strings).
 ///
-/// The key's hash is computed once, when it is made: the engine's maps (pods, queue,
-/// snapshot locations, assumptions) hash a key several times per event, and hashing
-/// hashes one number instead of both strings. Equality compares that number first. The
-/// fields are read-only in practice: nothing assigns them (the hash would go stale), and
-/// [`ObjectKey::new`] is the only constructor. Order is by namespace, then name.
+/// The key's hash is computed once, when it is made, and kept beside the pointer: the
+/// engine's maps (pods, queue, snapshot locations, assumptions) hash a key several times
+/// per event, and hashing (a map growing rehashes every key) reads one number without
+/// following the pointer. Equality compares that number first, then the pointer, then the
+/// names. The names are read-only: [`ObjectKey::new`] and [`KeyRef`] are the only
+/// constructors. Order is by namespace, then name.
 #[derive(Clone)]
 pub struct ObjectKey {
+    names: Arc<KeyNames>,
+    hash: u64,
+}
+
+/// The names of an [`ObjectKey`]. The strings are shared too: most keys of a run share a
+/// few namespaces, and a PodGroup's key shares its namespace with its pods'.
+pub struct KeyNames {
     pub namespace: Arc<str>,
     pub name: Arc<str>,
-    hash: u64,
+}
+
+impl std::ops::Deref for ObjectKey {
+    type Target = KeyNames;
+
+    fn deref(&self) -> &KeyNames {
+        &self.names
+    }
 }
 
 impl ObjectKey {
     pub fn new(namespace: impl Into<Arc<str>>, name: impl Into<Arc<str>>) -> Self {
         let (namespace, name) = (namespace.into(), name.into());
         let hash = Self::hash_of(&namespace, &name);
-        ObjectKey { namespace, name, hash }
+        ObjectKey { names: Arc::new(KeyNames { namespace, name }), hash }
     }
 
     /// The hash of the key `namespace/name` (what [`ObjectKey::content_hash`] returns).
@@ -62,10 +80,16 @@ impl ObjectKey {
 
 impl PartialEq for ObjectKey {
     fn eq(&self, other: &Self) -> bool {
-        // Keys cloned from one another share their strings: pointers first, bytes after.
-        let same = |a: &Arc<str>, b: &Arc<str>| Arc::ptr_eq(a, b) || a == b;
-        self.hash == other.hash && same(&self.name, &other.name) && same(&self.namespace, &other.namespace)
+        // Keys cloned from one another share their names: pointers first, bytes after.
+        self.hash == other.hash
+            && (Arc::ptr_eq(&self.names, &other.names)
+                || (same_str(&self.name, &other.name) && same_str(&self.namespace, &other.namespace)))
     }
+}
+
+/// Equal strings, by pointer first.
+fn same_str(a: &Arc<str>, b: &Arc<str>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
 }
 
 impl Eq for ObjectKey {}
@@ -78,8 +102,8 @@ impl std::hash::Hash for ObjectKey {
 
 impl Ord for ObjectKey {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        // Keys cloned from one another share their strings: equal without reading them.
-        if Arc::ptr_eq(&self.name, &other.name) && Arc::ptr_eq(&self.namespace, &other.namespace) {
+        // Keys cloned from one another share their names: equal without reading them.
+        if Arc::ptr_eq(&self.names, &other.names) {
             return std::cmp::Ordering::Equal;
         }
         (&self.namespace, &self.name).cmp(&(&other.namespace, &other.name))
@@ -124,17 +148,18 @@ impl<'a> KeyRef<'a> {
         self
     }
 
-    /// The owned key (allocates both strings).
+    /// The owned key (allocates both strings and the names they are held in).
     pub fn to_key(&self) -> ObjectKey {
-        ObjectKey { namespace: self.namespace.into(), name: self.name.into(), hash: self.hash }
+        let names = KeyNames { namespace: self.namespace.into(), name: self.name.into() };
+        ObjectKey { names: Arc::new(names), hash: self.hash }
     }
 
     /// The owned key, sharing `namespace` when it is this key's (most pods of a run share
-    /// a few namespaces): allocates the name only.
+    /// a few namespaces): allocates the name and the names it is held in.
     pub fn to_key_sharing(&self, namespace: &Arc<str>) -> ObjectKey {
         let namespace =
             if **namespace == *self.namespace { namespace.clone() } else { self.namespace.into() };
-        ObjectKey { namespace, name: self.name.into(), hash: self.hash }
+        ObjectKey { names: Arc::new(KeyNames { namespace, name: self.name.into() }), hash: self.hash }
     }
 }
 
@@ -593,11 +618,37 @@ impl PodInfo {
         if !alike {
             return None;
         }
+        // Field by field, so that the previous pod's key and uid are not copied only to be
+        // dropped (and a new field needs a decision here).
+        let PodInfo {
+            view,
+            key: _,
+            uid: _,
+            requests,
+            priority: _,
+            preemption_never,
+            group,
+            node_name,
+            nominated_node_name,
+            scheduler_name,
+            gated,
+            terminal,
+            deleting,
+        } = prev;
         Some(PodInfo {
+            view: view.clone(),
             key,
             uid: meta.uid.as_deref().unwrap_or_default().into(),
-            priority: prev.view.spec_priority.unwrap_or(0),
-            ..prev.clone()
+            requests: requests.clone(),
+            priority: view.spec_priority.unwrap_or(0),
+            preemption_never: *preemption_never,
+            group: group.clone(),
+            node_name: node_name.clone(),
+            nominated_node_name: nominated_node_name.clone(),
+            scheduler_name: scheduler_name.clone(),
+            gated: *gated,
+            terminal: *terminal,
+            deleting: *deleting,
         })
     }
 

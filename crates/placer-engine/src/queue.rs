@@ -269,8 +269,7 @@ impl SchedulingQueue {
     /// and an admitted pod is gated if `admission` rejects it). Returns true when the pod
     /// was new.
     pub fn upsert(&mut self, pod: Arc<PodInfo>, admission: Admission, now_ms: u64) -> bool {
-        let key = pod.key.clone();
-        if let Some(mut entry) = self.take_entry(&key) {
+        if let Some(mut entry) = self.take_entry(&pod.key) {
             entry.queued.pod = pod;
             let state = match (entry.state, admission) {
                 (QueueState::Gated { .. }, Admission::Admit) => Self::ready_state(&entry.queued, now_ms),
@@ -501,7 +500,7 @@ impl SchedulingQueue {
             self.unindex_state(&old, old_priority, arrival);
             self.index_state(&state, pod.priority, arrival, &key, &pod);
             if waits_with_group(&state, &pod) {
-                self.group_waiting.entry(group.clone()).or_default().file((arrival, key), &state, pod.gated);
+                group_entry(&mut self.group_waiting, group).file((arrival, key), &state, pod.gated);
             }
         }
         moved
@@ -563,16 +562,12 @@ impl SchedulingQueue {
         let key = queued.pod.key.clone();
         let priority = queued.pod.priority;
         self.index_state(&state, priority, queued.arrival, &key, &queued.pod);
-        if let Some(g) = queued.pod.group_key() {
+        if let Some(g) = queued.pod.group.as_ref() {
             let member = (queued.arrival, key.clone());
             if waits_with_group(&state, &queued.pod) {
-                self.group_waiting.entry(g.clone()).or_default().file(
-                    member.clone(),
-                    &state,
-                    queued.pod.gated,
-                );
+                group_entry(&mut self.group_waiting, g).file(member.clone(), &state, queued.pod.gated);
             }
-            self.groups.entry(g).or_default().insert(member);
+            group_entry(&mut self.groups, g).insert(member);
         }
         self.entries.insert(key, Entry { queued, state, active_priority: priority });
     }
@@ -644,7 +639,7 @@ impl SchedulingQueue {
                 self.group_waiting.remove(g);
             }
         } else if will {
-            self.group_waiting.entry(g.clone()).or_default().file(member, &state, pod.gated);
+            group_entry(&mut self.group_waiting, g).file(member, &state, pod.gated);
         }
     }
 
@@ -702,6 +697,15 @@ impl StateChange {
         let old_priority = std::mem::replace(&mut entry.active_priority, entry.queued.pod.priority);
         StateChange { old, state, old_priority, arrival: entry.queued.arrival, pod: entry.queued.pod.clone() }
     }
+}
+
+/// The value of `group` in `map`, made when missing: the key is copied only then (`entry`
+/// takes an owned key, a copy per call).
+fn group_entry<'a, V: Default>(map: &'a mut FxHashMap<GroupKey, V>, group: &GroupKey) -> &'a mut V {
+    if !map.contains_key(group) {
+        map.insert(group.clone(), V::default());
+    }
+    map.get_mut(group).expect("inserted above")
 }
 
 /// Whether a member in `state` is in its group's waiting sets (`GroupWaiting`): in the

@@ -590,17 +590,16 @@ impl PodInfo {
         })
     }
 
-    /// The record of `pod` (key `key`) when it reads exactly as `prev_pod`, whose record is
-    /// `prev`, does: the members of a gang are created alike, and a record built from the
-    /// previous member's shares its view instead of reading the same fields again.
+    /// Whether `pod` (key `key`) reads exactly as `prev_pod`, whose record is `prev`, does:
+    /// the members of a gang are created alike, and a record built from the previous
+    /// member's ([`Self::alike`]) shares its view instead of reading the same fields again.
     ///
     /// Valid when everything [`Self::from_pod_keyed`] and [`PodSchedulingView::of`] read
     /// is equal but the pod's identity: the namespace, `spec`, `status`, the labels, the
     /// annotations and whether the pod is being deleted; and the name, when a generic
-    /// ephemeral volume names its claim after the pod. `None` otherwise (the caller reads
-    /// the pod in full). `priority` is what [`Self::from_pod_keyed`] gives (the spec's), to
-    /// be resolved by the caller as for any read.
-    pub(crate) fn read_like(prev: &PodInfo, prev_pod: &Pod, pod: &Pod, key: ObjectKey) -> Option<PodInfo> {
+    /// ephemeral volume names its claim after the pod. When false, the caller reads the pod
+    /// in full.
+    pub(crate) fn reads_alike(prev: &PodInfo, prev_pod: &Pod, pod: &Pod, key: &ObjectKey) -> bool {
         let (meta, prev_meta) = (&pod.metadata, &prev_pod.metadata);
         let ephemeral = || {
             pod.spec
@@ -608,16 +607,26 @@ impl PodInfo {
                 .and_then(|s| s.volumes.as_deref())
                 .is_some_and(|v| v.iter().any(|v| v.ephemeral.is_some()))
         };
-        let alike = key.namespace == prev.key.namespace
+        key.namespace == prev.key.namespace
             && pod.spec == prev_pod.spec
             && pod.status == prev_pod.status
             && meta.labels == prev_meta.labels
             && meta.annotations == prev_meta.annotations
             && meta.deletion_timestamp.is_some() == prev_meta.deletion_timestamp.is_some()
-            && (meta.name == prev_meta.name || !ephemeral());
-        if !alike {
-            return None;
-        }
+            && (meta.name == prev_meta.name || !ephemeral())
+    }
+
+    /// [`Self::reads_alike`], then [`Self::alike`].
+    #[cfg(test)]
+    pub(crate) fn read_like(prev: &PodInfo, prev_pod: &Pod, pod: &Pod, key: ObjectKey) -> Option<PodInfo> {
+        Self::reads_alike(prev, prev_pod, pod, &key).then(|| Self::alike(prev, pod, key))
+    }
+
+    /// The record of `pod` (key `key`) once [`Self::reads_alike`] holds: `prev`'s, with the
+    /// pod's identity. `priority` is what [`Self::from_pod_keyed`] gives (the spec's), to be
+    /// resolved by the caller as for any read.
+    pub(crate) fn alike(prev: &PodInfo, pod: &Pod, key: ObjectKey) -> PodInfo {
+        let meta = &pod.metadata;
         // Field by field, so that the previous pod's key and uid are not copied only to be
         // dropped (and a new field needs a decision here).
         let PodInfo {
@@ -635,7 +644,7 @@ impl PodInfo {
             terminal,
             deleting,
         } = prev;
-        Some(PodInfo {
+        PodInfo {
             view: view.clone(),
             key,
             uid: meta.uid.as_deref().unwrap_or_default().into(),
@@ -649,11 +658,11 @@ impl PodInfo {
             gated: *gated,
             terminal: *terminal,
             deleting: *deleting,
-        })
+        }
     }
 
     /// Whether `self` and `other` are alike but for their identity (name and uid): one view
-    /// (shared, as [`Self::read_like`] makes it) and equal fields besides. Cheap: the view
+    /// (shared, as [`Self::alike`] makes it) and equal fields besides. Cheap: the view
     /// is compared by pointer, not field by field.
     pub fn same_but_identity(&self, other: &PodInfo) -> bool {
         // Destructured so that a new field needs a decision here.

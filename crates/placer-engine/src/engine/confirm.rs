@@ -77,8 +77,8 @@ impl Engine {
         // move on (GangScheduling requeue hint). Membership is unchanged.
         if !counted.terminal {
             self.queue.move_pod_dependent_unschedulable(now_ms);
-            if let Some(group) = counted.group_key() {
-                self.group_changed(&group, now_ms);
+            if let Some(group) = counted.group.as_ref() {
+                self.group_changed(group, now_ms);
             }
         }
         true
@@ -136,7 +136,7 @@ impl Engine {
         #[cfg(debug_assertions)]
         {
             let record = record.clone();
-            let fresh = self.pod_info(pod.clone(), None);
+            let fresh = self.pod_info(pod, None).ok();
             debug_assert_eq!(
                 fresh.as_ref(),
                 Some(&*record),
@@ -196,7 +196,7 @@ impl Engine {
     /// Debug builds: the confirmed record is what a full read of `pod` gives.
     #[cfg(debug_assertions)]
     fn check_confirmation(&mut self, pod: &Arc<Pod>, counted: &PodInfo) {
-        let read = self.pod_info(pod.clone(), None);
+        let read = self.pod_info(pod, None).ok();
         debug_assert_eq!(read.as_ref(), Some(counted), "a binding confirmed in place reads as the pod does");
     }
 }

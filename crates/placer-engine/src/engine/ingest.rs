@@ -70,22 +70,27 @@ impl Engine {
         0
     }
 
-    /// The record of `pod` (`key`: its key, when the caller made it already).
-    pub(super) fn pod_info(&mut self, pod: Arc<Pod>, key: Option<PodKey>) -> Option<PodInfo> {
+    /// The record of `pod` (`key`: its key, when the caller made it already). On a pod
+    /// that cannot be read, the error is reported and the key handed back.
+    pub(super) fn pod_info(
+        &mut self,
+        pod: &Arc<Pod>,
+        key: Option<PodKey>,
+    ) -> Result<PodInfo, Option<PodKey>> {
         let read = match key {
-            Some(key) => match self.read_like_last(&pod, &key) {
-                Some(info) => Ok(info),
-                None => PodInfo::from_pod_keyed(pod.clone(), key),
+            Some(key) => match self.read_like_last(pod, key) {
+                Ok(info) => Ok(info),
+                Err(key) => PodInfo::from_pod_keyed(pod.clone(), key.clone()).map_err(|e| (e, Some(key))),
             },
-            None => PodInfo::from_pod(pod.clone()),
+            None => PodInfo::from_pod(pod.clone()).map_err(|e| (e, None)),
         };
         match read {
             Ok(mut info) => {
                 info.priority =
                     self.resolve_priority(info.view.spec_priority, info.view.priority_class_name.as_deref());
-                Some(info)
+                Ok(info)
             }
-            Err(e) => {
+            Err((e, key)) => {
                 let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
                 let bound =
                     pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| !n.is_empty());
@@ -97,24 +102,27 @@ impl Engine {
                     }),
                     _ => self.ingest_errors.push(e.to_string()),
                 }
-                None
+                Err(key)
             }
         }
     }
 
-    /// The record of `pod` built from the last pending pod read ([`PodInfo::read_like`]),
-    /// when it reads alike. The engine's record of a pending pod is what reading its
-    /// object gives (an update that leaves it unchanged replaces only the object), so
-    /// the two agree. Debug builds check it against a full read.
-    fn read_like_last(&self, pod: &Arc<Pod>, key: &PodKey) -> Option<PodInfo> {
-        let (prev_pod, prev) = self.last_read.as_ref()?;
-        let info = PodInfo::read_like(prev, prev_pod, pod, key.clone())?;
+    /// The record of `pod` built from the last pending pod read ([`PodInfo::reads_alike`]),
+    /// when it reads alike; else `key` back. The engine's record of a pending pod is what
+    /// reading its object gives (an update that leaves it unchanged replaces only the
+    /// object), so the two agree. Debug builds check it against a full read.
+    fn read_like_last(&self, pod: &Arc<Pod>, key: PodKey) -> Result<PodInfo, PodKey> {
+        let Some((prev_pod, prev)) = self.last_read.as_ref() else { return Err(key) };
+        if !PodInfo::reads_alike(prev, prev_pod, pod, &key) {
+            return Err(key);
+        }
+        let info = PodInfo::alike(prev, pod, key);
         debug_assert_eq!(
-            PodInfo::from_pod_keyed(pod.clone(), key.clone()).ok().as_ref(),
+            PodInfo::from_pod_keyed(pod.clone(), info.key.clone()).ok().as_ref(),
             Some(&info),
             "a pod read alike reads as the pod does"
         );
-        Some(info)
+        Ok(info)
     }
 
     pub(super) fn apply_pod(&mut self, pod: Arc<Pod>, now_ms: u64) {
@@ -136,30 +144,32 @@ impl Engine {
                 return;
             }
         }
-        let source = pod.clone();
-        let Some(info) = self.pod_info(pod, key.clone()) else {
-            if let (Some(key), true) = (&key, known) {
-                self.sources.remove(key);
+        let info = match self.pod_info(&pod, key) {
+            Ok(info) => Arc::new(info),
+            Err(key) => {
+                if let (Some(key), true) = (key, known) {
+                    self.sources.remove(&key);
+                }
+                return;
             }
-            return;
         };
-        let info = Arc::new(info);
-        let key = info.key.clone();
+        // Borrowed from the record (each copy of a key is an atomic update of its count).
+        let key = &info.key;
         if info.node_name.is_none() && !info.terminal {
-            self.last_read = Some((source.clone(), info.clone()));
-            self.sources.insert(key.clone(), source);
+            self.sources.insert(key.clone(), pod.clone());
+            self.last_read = Some((pod, info.clone()));
         } else if known {
-            self.sources.remove(&key);
+            self.sources.remove(key);
         }
         let old = self.pods.insert(key.clone(), info.clone());
         self.preempt.observe_pod(&info);
         let old_held = old.as_ref().is_some_and(|o| o.node_name.is_some() && !o.terminal);
-        let new_member = self.update_membership(old.as_deref(), Some(&info));
+        let joined = self.update_membership(old.as_deref(), Some(&info));
 
         if info.node_name.is_some() {
             // Bound (maybe terminal): confirms an assumption or is somebody else's binding.
-            self.queue.remove(&key);
-            self.assumed.remove(&key);
+            self.queue.remove(key);
+            self.assumed.remove(key);
             self.snapshot.upsert_pod(info.clone());
             if old_held && info.terminal {
                 self.queue.move_all_unschedulable(now_ms, |_| true);
@@ -170,32 +180,34 @@ impl Engine {
                 // hard topology spread may fit now.
                 self.queue.move_pod_dependent_unschedulable(now_ms);
             }
-        } else if old.is_some() && self.assumed.contains_key(&key) {
+        } else if old.is_some() && self.assumed.contains_key(key) {
             // A status update written before the binding landed: keep the assumption unless
             // the pod went away.
             if info.terminal || info.deleting {
-                self.assumed.remove(&key);
-                self.snapshot.remove_pod(&key);
+                self.assumed.remove(key);
+                self.snapshot.remove_pod(key);
                 self.queue.move_all_unschedulable(now_ms, |_| true);
             }
         } else if info.terminal || info.deleting || !self.config.schedules(&info.scheduler_name) {
-            self.queue.remove(&key);
+            self.queue.remove(key);
         } else {
             let spec_changed = old.as_ref().is_none_or(|o| !o.same_spec_and_labels(&info));
             let admission = self.pre_enqueue(&info);
             let is_new = self.queue.upsert(info.clone(), admission.clone(), now_ms);
             if !is_new && spec_changed {
-                self.queue.activate(&key, admission, now_ms);
+                self.queue.activate(key, admission, now_ms);
             }
         }
         // GangScheduling requeue hint (SEMANTICS §2): an assigned pod added to a group (a
         // member just bound) moves the group's waiting members on, e.g. the rest of a basic
-        // group that now preempts for what did not fit.
+        // group that now preempts for what did not fit. `joined`: the pod became a member
+        // of its group (`info.group`).
         let newly_assigned =
             info.node_name.is_some() && !info.terminal && old.as_ref().is_none_or(|o| o.node_name.is_none());
-        let assigned_to = if newly_assigned { info.group_key() } else { None };
-        if let Some(group) = new_member.or(assigned_to) {
-            self.group_changed(&group, now_ms);
+        if joined || newly_assigned {
+            if let Some(group) = info.group.as_ref() {
+                self.group_changed(group, now_ms);
+            }
         }
     }
 
@@ -217,26 +229,24 @@ impl Engine {
         }
     }
 
-    /// Keeps group member sets current. Returns the group that gained a member.
-    pub(super) fn update_membership(
-        &mut self,
-        old: Option<&PodInfo>,
-        new: Option<&PodInfo>,
-    ) -> Option<GroupKey> {
-        let counts = |p: &PodInfo| !p.terminal && !p.deleting;
-        let old_group = old.filter(|p| counts(p)).and_then(PodInfo::group_key);
-        let new_group = new.filter(|p| counts(p)).and_then(PodInfo::group_key);
-        if old_group == new_group {
-            return None;
+    /// Keeps group member sets current. Returns whether `new` joined its group (`new.group`).
+    pub(super) fn update_membership(&mut self, old: Option<&PodInfo>, new: Option<&PodInfo>) -> bool {
+        /// The group a pod counts in, with the pod.
+        fn group_of(p: Option<&PodInfo>) -> Option<(&GroupKey, &PodInfo)> {
+            p.filter(|p| !p.terminal && !p.deleting).and_then(|p| Some((p.group.as_ref()?, p)))
         }
-        if let (Some(g), Some(p)) = (&old_group, old) {
+        let (old_group, new_group) = (group_of(old), group_of(new));
+        if old_group.map(|(g, _)| g) == new_group.map(|(g, _)| g) {
+            return false;
+        }
+        if let Some((g, p)) = old_group {
             self.groups.entry_mut(g).members.remove(&p.key);
             self.groups.prune(g);
         }
-        if let (Some(g), Some(p)) = (&new_group, new) {
+        if let Some((g, p)) = new_group {
             self.groups.entry_mut(g).members.insert(p.key.clone());
         }
-        new_group
+        new_group.is_some()
     }
 
     pub(super) fn apply_pod_group(&mut self, pg: Arc<PodGroup>, now_ms: u64) {
@@ -351,8 +361,8 @@ impl Engine {
         if !self.gate(Gate::GenericWorkload) {
             return Admission::Admit;
         }
-        let Some(group) = pod.group_key() else { return Admission::Admit };
-        self.group_admission(&group)
+        let Some(group) = pod.group.as_ref() else { return Admission::Admit };
+        self.group_admission(group)
     }
 
     /// PreEnqueue's verdict on a pod with scheduling gates.

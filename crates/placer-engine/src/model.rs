@@ -627,37 +627,22 @@ impl PodInfo {
     /// resolved by the caller as for any read.
     pub(crate) fn alike(prev: &PodInfo, pod: &Pod, key: ObjectKey) -> PodInfo {
         let meta = &pod.metadata;
-        // Field by field, so that the previous pod's key and uid are not copied only to be
-        // dropped (and a new field needs a decision here).
-        let PodInfo {
-            view,
-            key: _,
-            uid: _,
-            requests,
-            priority: _,
-            preemption_never,
-            group,
-            node_name,
-            nominated_node_name,
-            scheduler_name,
-            gated,
-            terminal,
-            deleting,
-        } = prev;
+        // Field by field (no `..prev.clone()`), so that the previous pod's key and uid are
+        // not copied only to be dropped; a new field needs a decision here.
         PodInfo {
-            view: view.clone(),
+            view: prev.view.clone(),
             key,
             uid: meta.uid.as_deref().unwrap_or_default().into(),
-            requests: requests.clone(),
-            priority: view.spec_priority.unwrap_or(0),
-            preemption_never: *preemption_never,
-            group: group.clone(),
-            node_name: node_name.clone(),
-            nominated_node_name: nominated_node_name.clone(),
-            scheduler_name: scheduler_name.clone(),
-            gated: *gated,
-            terminal: *terminal,
-            deleting: *deleting,
+            requests: prev.requests.clone(),
+            priority: prev.view.spec_priority.unwrap_or(0),
+            preemption_never: prev.preemption_never,
+            group: prev.group.clone(),
+            node_name: prev.node_name.clone(),
+            nominated_node_name: prev.nominated_node_name.clone(),
+            scheduler_name: prev.scheduler_name.clone(),
+            gated: prev.gated,
+            terminal: prev.terminal,
+            deleting: prev.deleting,
         }
     }
 

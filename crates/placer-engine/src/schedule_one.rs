@@ -258,12 +258,28 @@ pub fn find_node_sampled(
         Err(err) => return (Err(err), examined),
     };
     // Score in name order so ties still go to the smallest node name.
-    feasible.sort();
+    sort_walked(&mut feasible);
     if let [only] = feasible.as_slice() {
         return (Ok(*only), examined);
     }
     let totals = score_prepared(fw, &mut state, snap, &feasible);
     (Ok(feasible[best_index(&totals)]), examined)
+}
+
+/// Sorts the nodes a round-robin walk found. Over nodes in order, the walk gives one
+/// ascending run from its start, then (when it wrapped around) one ascending run from the
+/// first node, all below the start: one rotation sorts that, in place, where a sort would
+/// find the runs, allocate and merge. Anything else is sorted as usual.
+fn sort_walked(ids: &mut [NodeId]) {
+    let Some(wrap) = ids.windows(2).position(|w| w[1] < w[0]).map(|i| i + 1) else { return };
+    let (first, second) = ids.split_at(wrap);
+    let two_runs = second.windows(2).all(|w| w[0] < w[1])
+        && matches!((first.first(), second.last()), (Some(lo), Some(hi)) if hi < lo);
+    if two_runs {
+        ids.rotate_left(wrap);
+    } else {
+        ids.sort();
+    }
 }
 
 /// The sampled walk of [`find_node_sampled`]: `filter` runs on `nodes` round-robin from

@@ -735,3 +735,28 @@ fn identical_pods_reuse_the_unchanged_nodes() {
     assert_eq!(got, find_node_sampled(&fw, &snap, &other(2), &ids, start, to_find));
     assert_eq!(reuse.hits, hits + to_find as u64, "reused");
 }
+
+proptest! {
+    /// The walk's rotation gives what a sort gives, on walks (two runs around a start) and
+    /// on any other order.
+    #[test]
+    fn sort_walked_sorts(
+        n in 0u32..40,
+        start in 0usize..40,
+        take in 0usize..40,
+        shuffled in proptest::collection::vec(0u32..20, 0..30),
+    ) {
+        let nodes: Vec<NodeId> = (0..n).map(NodeId).collect();
+        let start = if nodes.is_empty() { 0 } else { start % nodes.len() };
+        let mut walked: Vec<NodeId> = nodes[start..].iter().chain(&nodes[..start]).copied().take(take).collect();
+        let mut expected = walked.clone();
+        expected.sort();
+        sort_walked(&mut walked);
+        prop_assert_eq!(walked, expected);
+        let mut any: Vec<NodeId> = shuffled.into_iter().map(NodeId).collect();
+        let mut expected = any.clone();
+        expected.sort();
+        sort_walked(&mut any);
+        prop_assert_eq!(any, expected);
+    }
+}

@@ -128,6 +128,19 @@ impl fmt::Display for ObjectKey {
     }
 }
 
+/// The value of `key` in `map`, made empty when missing. The key is copied only then:
+/// `entry(key.clone())` copies it on every call, and a copy is an atomic update (a
+/// PodGroup's entries are looked up this way on every member that joins or is queued).
+pub(crate) fn value_or_default<'a, V: Default>(
+    map: &'a mut rustc_hash::FxHashMap<ObjectKey, V>,
+    key: &ObjectKey,
+) -> &'a mut V {
+    if !map.contains_key(key) {
+        map.insert(key.clone(), V::default());
+    }
+    map.get_mut(key).expect("inserted above")
+}
+
 /// `namespace/name` borrowed from an object: finds an [`ObjectKey`] in a map without
 /// making one (two string allocations, and their release, per lookup). A map keyed by
 /// `ObjectKey` is searched with `map.get(key_ref.as_dyn())`: `ObjectKey` borrows as

@@ -84,9 +84,9 @@ impl GroupIndex {
         self.groups.get(key).and_then(|e| e.info.as_ref())
     }
 
-    /// The entry of a group, created empty if unknown.
+    /// The entry of a group, created empty if unknown (the key copied only then).
     pub fn entry_mut(&mut self, key: &GroupKey) -> &mut GroupEntry {
-        self.groups.entry(key.clone()).or_default()
+        crate::model::value_or_default(&mut self.groups, key)
     }
 
     /// Forgets a group entry once nothing refers to it.

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::model::{GroupKey, PodInfo, PodKey};
+use crate::model::{value_or_default, GroupKey, PodInfo, PodKey};
 
 /// PreEnqueue verdict for a pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,9 +144,14 @@ impl ArrivalSet {
         self.0.is_empty()
     }
 
+    /// The members, in no order.
+    fn iter(&self) -> impl Iterator<Item = (u64, &PodKey)> {
+        self.0.iter().map(|(arrival, key)| (*arrival, key))
+    }
+
     /// The members in arrival order.
     fn sorted(&self) -> Vec<(u64, &PodKey)> {
-        let mut out: Vec<(u64, &PodKey)> = self.0.iter().map(|(a, k)| (*a, k)).collect();
+        let mut out: Vec<(u64, &PodKey)> = self.iter().collect();
         out.sort_unstable_by_key(|(arrival, _)| *arrival);
         out
     }
@@ -442,10 +447,10 @@ impl SchedulingQueue {
     pub fn group_members_to_activate(&self, group: &GroupKey, verdict: &Admission) -> Vec<PodKey> {
         let Some(w) = self.group_waiting.get(group) else { return Vec::new() };
         // A member is in one set only: the sets are concatenated, then sorted.
-        let mut out: Vec<(u64, &PodKey)> = w.unschedulable.0.iter().map(|(a, k)| (*a, k)).collect();
+        let mut out: Vec<(u64, &PodKey)> = w.unschedulable.iter().collect();
         for (reason, members) in &w.gated {
             if !matches!(verdict, Admission::Reject(r) if r == reason) {
-                out.extend(members.0.iter().map(|(a, k)| (*a, k)));
+                out.extend(members.iter());
             }
         }
         out.sort_unstable_by_key(|(arrival, _)| *arrival);
@@ -500,7 +505,7 @@ impl SchedulingQueue {
             self.unindex_state(&old, old_priority, arrival);
             self.index_state(&state, pod.priority, arrival, &key, &pod);
             if waits_with_group(&state, &pod) {
-                group_entry(&mut self.group_waiting, group).file((arrival, key), &state, pod.gated);
+                value_or_default(&mut self.group_waiting, group).file((arrival, key), &state, pod.gated);
             }
         }
         moved
@@ -565,9 +570,9 @@ impl SchedulingQueue {
         if let Some(g) = queued.pod.group.as_ref() {
             let member = (queued.arrival, key.clone());
             if waits_with_group(&state, &queued.pod) {
-                group_entry(&mut self.group_waiting, g).file(member.clone(), &state, queued.pod.gated);
+                value_or_default(&mut self.group_waiting, g).file(member.clone(), &state, queued.pod.gated);
             }
-            group_entry(&mut self.groups, g).insert(member);
+            value_or_default(&mut self.groups, g).insert(member);
         }
         self.entries.insert(key, Entry { queued, state, active_priority: priority });
     }
@@ -639,7 +644,7 @@ impl SchedulingQueue {
                 self.group_waiting.remove(g);
             }
         } else if will {
-            group_entry(&mut self.group_waiting, g).file(member, &state, pod.gated);
+            value_or_default(&mut self.group_waiting, g).file(member, &state, pod.gated);
         }
     }
 
@@ -697,15 +702,6 @@ impl StateChange {
         let old_priority = std::mem::replace(&mut entry.active_priority, entry.queued.pod.priority);
         StateChange { old, state, old_priority, arrival: entry.queued.arrival, pod: entry.queued.pod.clone() }
     }
-}
-
-/// The value of `group` in `map`, made when missing: the key is copied only then (`entry`
-/// takes an owned key, a copy per call).
-fn group_entry<'a, V: Default>(map: &'a mut FxHashMap<GroupKey, V>, group: &GroupKey) -> &'a mut V {
-    if !map.contains_key(group) {
-        map.insert(group.clone(), V::default());
-    }
-    map.get_mut(group).expect("inserted above")
 }
 
 /// Whether a member in `state` is in its group's waiting sets (`GroupWaiting`): in the
